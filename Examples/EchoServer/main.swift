@@ -1,0 +1,1 @@
+print("sluice-echo: not yet")

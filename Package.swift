@@ -1,0 +1,87 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Settings every Sluice target shares: Swift 6 mode with strict concurrency, and the
+/// upcoming features the project holds itself to.
+let sharedSwiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Sluice",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "SluiceCore", targets: ["SluiceCore"]),
+        .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
+        .library(name: "Sluice", targets: ["Sluice"]),
+        .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // MARK: C layer
+        .systemLibrary(
+            name: "CLibevent",
+            pkgConfig: "libevent",
+            providers: [.apt(["libevent-dev"]), .brew(["libevent"])]
+        ),
+        .target(name: "CSluiceShims"),
+
+        // MARK: Swift layers
+        .target(
+            name: "SluiceCore",
+            dependencies: [.product(name: "DequeModule", package: "swift-collections")]
+        ),
+        .target(
+            name: "SluiceLibevent",
+            dependencies: ["CLibevent", "CSluiceShims", "SluiceCore"]
+        ),
+        .target(
+            name: "Sluice",
+            dependencies: [
+                "SluiceCore",
+                "SluiceLibevent",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // MARK: Examples
+        .executableTarget(
+            name: "SluiceEcho",
+            dependencies: [
+                "Sluice",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/EchoServer"
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "SluiceCoreTests",
+            dependencies: [
+                "SluiceCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "SluiceLibeventTests",
+            dependencies: ["SluiceLibevent", "SluiceCore"]
+        ),
+    ]
+)
+
+let cTargets: Set<String> = ["CLibevent", "CSluiceShims"]
+for target in package.targets where !cTargets.contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
+}

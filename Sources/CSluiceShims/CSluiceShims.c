@@ -1,0 +1,32 @@
+#define _GNU_SOURCE
+#include "CSluiceShims.h"
+
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+static _Thread_local void *sluice_current_loop = 0;
+
+void *sluice_current_loop_get(void) {
+    return sluice_current_loop;
+}
+
+void sluice_current_loop_set(void *loop) {
+    sluice_current_loop = loop;
+}
+
+int64_t sluice_current_thread_id(void) {
+    return (int64_t)syscall(SYS_gettid);
+}
+
+int64_t sluice_monotonic_nanoseconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t sluice_process_cpu_nanoseconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -1,0 +1,23 @@
+#ifndef SLUICE_CSLUICESHIMS_H
+#define SLUICE_CSLUICESHIMS_H
+
+#include <stdint.h>
+
+/// The loop that owns the calling thread, or NULL. Kept in a C `_Thread_local` behind
+/// out-of-line functions: glibc marks `pthread_self()` `const`, so a Swift thread check built on
+/// it may be hoisted across an `await` and lie (DESIGN §7).
+void *_Nullable sluice_current_loop_get(void);
+
+/// Sets the loop that owns the calling thread (NULL to clear).
+void sluice_current_loop_set(void *_Nullable loop);
+
+/// The calling thread's kernel id (gettid), for diagnostics and tests.
+int64_t sluice_current_thread_id(void);
+
+/// CLOCK_MONOTONIC in nanoseconds.
+int64_t sluice_monotonic_nanoseconds(void);
+
+/// CPU time (user + system) this process has used, in nanoseconds.
+int64_t sluice_process_cpu_nanoseconds(void);
+
+#endif
