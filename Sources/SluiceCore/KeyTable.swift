@@ -1,0 +1,468 @@
+/// Per-key state a ``KeyTable`` can hold and expire.
+public protocol KeyedState {
+    /// True when the state no longer matters at `now`: dropping it (or replacing it with a fresh
+    /// state) changes no later decision. Tables drop idle state lazily on access and in ``KeyTable/sweep(now:maxEntries:)``.
+    func isIdle(at now: Instant) -> Bool
+}
+
+/// How much memory a ``KeyTable`` may use, in entries and/or bytes.
+///
+/// A byte budget is turned into a fixed entry capacity with ``KeyTable/estimatedBytesPerEntry``
+/// (see there for the layout); when both are given the smaller capacity wins.
+public struct MemoryBudget: Hashable, Sendable {
+    /// At most this many keys.
+    public var entries: Int?
+    /// At most this many bytes of table storage.
+    public var bytes: Int?
+    /// Heap bytes each key owns outside the table (e.g. a `String` longer than 15 UTF-8 bytes,
+    /// which is not stored inline). Counted against `bytes`.
+    public var extraBytesPerKey: Int
+
+    /// A budget of `entries` keys.
+    public static func entries(_ entries: Int) -> MemoryBudget {
+        MemoryBudget(entries: entries, bytes: nil, extraBytesPerKey: 0)
+    }
+
+    /// A budget of `bytes` bytes; `extraBytesPerKey` counts heap storage owned by each key.
+    public static func bytes(_ bytes: Int, extraBytesPerKey: Int = 0) -> MemoryBudget {
+        MemoryBudget(entries: nil, bytes: bytes, extraBytesPerKey: extraBytesPerKey)
+    }
+
+    /// A budget with both limits.
+    public init(entries: Int?, bytes: Int?, extraBytesPerKey: Int = 0) {
+        self.entries = entries
+        self.bytes = bytes
+        self.extraBytesPerKey = extraBytesPerKey
+    }
+}
+
+/// Counters a ``KeyTable`` keeps (for metrics).
+public struct KeyTableStats: Hashable, Sendable {
+    /// Keys inserted.
+    public var inserted: Int = 0
+    /// Live keys evicted to make room (least recently used first).
+    public var evicted: Int = 0
+    /// Idle keys dropped or reset (lazily, by a sweep, or to make room).
+    public var expired: Int = 0
+    /// Inserts refused because the table was full of live keys.
+    public var refused: Int = 0
+
+    public init() {}
+}
+
+/// A hash table from full keys to small per-key states, with a fixed capacity, an intrusive
+/// least-recently-used list and lazy plus incremental expiry (DESIGN §4).
+///
+/// Layout (struct of arrays, all indices `Int32`): `keys`, `values`, a 32-bit hash per entry and
+/// LRU links (`prev`, `next`) live in dense arrays reserved at full capacity up front (pages are only
+/// touched as entries are added); an open-addressing index of `Int32` slots with linear probing is
+/// kept at most half full and grows by doubling. Removal moves the last entry into the hole, so the
+/// arrays stay dense. Per entry this costs
+/// `stride(Key) + stride(Value) + 4 (hash) + 8 (links) + 8…16 (index slots)` bytes:
+/// 68 bytes for `String` keys of ≤ 15 UTF-8 bytes and a ``ThrottleState``. Keys are compared in
+/// full; the hash only chooses the slot.
+///
+/// When the table is full, inserting a key first drops the least recently used entry if it is idle;
+/// otherwise it evicts it (``WhenFull/evictLeastRecentlyUsed``, for throttle and rate tables) or, after
+/// a short sweep for idle entries, refuses with ``SluiceError/Code/tableBusy`` (``WhenFull/refuse``,
+/// for idempotency tables).
+///
+/// An ``Index`` stays valid until the next call that inserts or removes an entry.
+public struct KeyTable<Key: Hashable, Value: KeyedState> {
+    /// What to do when a new key arrives and the table is full of live keys.
+    public enum WhenFull: Hashable, Sendable {
+        /// Evict the least recently used key.
+        case evictLeastRecentlyUsed
+        /// Refuse the new key (throw ``SluiceError/Code/tableBusy``).
+        case refuse
+    }
+
+    /// The position of an entry.
+    public struct Index: Hashable, Sendable {
+        @usableFromInline var raw: Int32
+        @inlinable init(_ raw: Int32) { self.raw = raw }
+    }
+
+    /// The result of an insertion.
+    public struct Insertion {
+        /// Where the new entry lives.
+        public var index: Index
+        /// A live entry evicted to make room, if any.
+        public var evicted: (key: Key, value: Value)?
+
+        @inlinable init(index: Index, evicted: (key: Key, value: Value)?) {
+            self.index = index
+            self.evicted = evicted
+        }
+    }
+
+    @usableFromInline struct Links: Sendable {
+        @usableFromInline var prev: Int32
+        @usableFromInline var next: Int32
+        @inlinable init(prev: Int32, next: Int32) {
+            self.prev = prev
+            self.next = next
+        }
+    }
+
+    @usableFromInline var keys: ContiguousArray<Key>
+    @usableFromInline var values: ContiguousArray<Value>
+    @usableFromInline var hashes: ContiguousArray<UInt32>
+    @usableFromInline var links: ContiguousArray<Links>
+    @usableFromInline var slots: ContiguousArray<Int32>
+    @usableFromInline var mask: Int
+    /// Most recently used entry, or -1.
+    @usableFromInline var head: Int32
+    /// Least recently used entry, or -1.
+    @usableFromInline var tail: Int32
+    @usableFromInline var sweepCursor: Int
+
+    /// The most entries the table holds.
+    public let capacity: Int
+    /// What happens when it is full.
+    public let whenFull: WhenFull
+    @usableFromInline var counters = KeyTableStats()
+
+    /// Counters.
+    public var stats: KeyTableStats { counters }
+
+    /// Estimated bytes per entry at full capacity (see the type's documentation).
+    public static var estimatedBytesPerEntry: Int {
+        MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + 8
+    }
+
+    /// The capacity a budget allows, and the bytes it is estimated to use at that capacity
+    /// (including the index's worst case just after it doubled, and the transient old index while
+    /// it doubles).
+    public static func capacity(for budget: MemoryBudget) -> Int {
+        var capacity = budget.entries ?? Int(Int32.max / 2)
+        if let bytes = budget.bytes {
+            let perEntry = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4
+                + MemoryLayout<Links>.stride + budget.extraBytesPerKey
+            // Largest c with c × perEntry + peak index bytes ≤ bytes.
+            var low = 0
+            var high = Swift.min(capacity, bytes / Swift.max(1, perEntry))
+            while low < high {
+                let mid = (low + high + 1) / 2
+                if mid * perEntry + peakIndexBytes(capacity: mid) <= bytes {
+                    low = mid
+                } else {
+                    high = mid - 1
+                }
+            }
+            capacity = Swift.min(capacity, low)
+        }
+        return capacity
+    }
+
+    /// Slots needed to keep `count` entries at most half full.
+    @usableFromInline
+    static func slotCount(for count: Int) -> Int {
+        var slots = 16
+        while slots < count * 2 { slots *= 2 }
+        return slots
+    }
+
+    static func peakIndexBytes(capacity: Int) -> Int {
+        // While doubling, the old index (half size) and the new one coexist.
+        slotCount(for: capacity) * 4 * 3 / 2
+    }
+
+    /// A table for at most `capacity` keys.
+    ///
+    /// - Throws: ``SluiceError/Code/invalidOption`` if `capacity < 1` or above `Int32.max / 2`.
+    public init(capacity: Int, whenFull: WhenFull) throws(SluiceError) {
+        guard capacity >= 1, capacity <= Int(Int32.max / 2) else {
+            throw .invalidOption("A key table needs a capacity from 1 to \(Int32.max / 2) entries.", value: "capacity \(capacity)")
+        }
+        self.capacity = capacity
+        self.whenFull = whenFull
+        keys = []
+        values = []
+        hashes = []
+        links = []
+        keys.reserveCapacity(capacity)
+        values.reserveCapacity(capacity)
+        hashes.reserveCapacity(capacity)
+        links.reserveCapacity(capacity)
+        slots = ContiguousArray(repeating: -1, count: 16)
+        mask = 15
+        head = -1
+        tail = -1
+        sweepCursor = 0
+    }
+
+    /// A table sized by a memory budget.
+    ///
+    /// - Throws: ``SluiceError/Code/invalidOption`` if the budget allows no entry.
+    public init(budget: MemoryBudget, whenFull: WhenFull) throws(SluiceError) {
+        let capacity = Self.capacity(for: budget)
+        guard capacity >= 1 else {
+            throw .invalidOption("The memory budget is too small for a single key.", value: budget)
+        }
+        try self.init(capacity: capacity, whenFull: whenFull)
+    }
+
+    /// The number of keys held (idle ones included until they are dropped).
+    @inlinable
+    public var count: Int { keys.count }
+
+    /// Whether the table holds no key.
+    @inlinable
+    public var isEmpty: Bool { keys.isEmpty }
+
+    @inlinable
+    static func hash(_ key: Key) -> UInt32 {
+        UInt32(truncatingIfNeeded: key.hashValue)
+    }
+
+    /// Slot position of `key` (entry ≥ 0) or of the empty slot where it would go (entry == -1).
+    @inlinable
+    func probe(_ key: Key, hash: UInt32) -> (position: Int, entry: Int32) {
+        slots.withUnsafeBufferPointer { slots in
+            hashes.withUnsafeBufferPointer { hashes in
+                var position = Int(hash) & mask
+                while true {
+                    let entry = slots[position]
+                    if entry < 0 { return (position, -1) }
+                    if hashes[Int(entry)] == hash && keys[Int(entry)] == key { return (position, entry) }
+                    position = (position &+ 1) & mask
+                }
+            }
+        }
+    }
+
+    /// The entry for `key`, without touching its recency or expiring it.
+    @inlinable
+    public func index(of key: Key) -> Index? {
+        let found = probe(key, hash: Self.hash(key)).entry
+        return found >= 0 ? Index(found) : nil
+    }
+
+    /// The state at `index`.
+    @inlinable
+    public subscript(index: Index) -> Value {
+        get { values[Int(index.raw)] }
+        _modify { yield &values[Int(index.raw)] }
+    }
+
+    /// The key at `index`.
+    @inlinable
+    public func key(at index: Index) -> Key {
+        keys[Int(index.raw)]
+    }
+
+    /// Marks the entry as most recently used.
+    @inlinable
+    public mutating func touch(_ index: Index) {
+        let entry = index.raw
+        guard head != entry else { return }
+        unlink(entry)
+        pushFront(entry)
+    }
+
+    @inlinable
+    mutating func unlink(_ entry: Int32) {
+        let link = links[Int(entry)]
+        if link.prev >= 0 { links[Int(link.prev)].next = link.next } else { head = link.next }
+        if link.next >= 0 { links[Int(link.next)].prev = link.prev } else { tail = link.prev }
+    }
+
+    @inlinable
+    mutating func pushFront(_ entry: Int32) {
+        links[Int(entry)] = Links(prev: -1, next: head)
+        if head >= 0 { links[Int(head)].prev = entry } else { tail = entry }
+        head = entry
+    }
+
+    /// Finds `key`, or inserts `fresh()` for it; an idle state found for `key` is replaced by
+    /// `fresh()` (lazy expiry). The entry becomes the most recently used.
+    ///
+    /// - Returns: the entry's index and, if a live key was evicted to make room, that key and state.
+    /// - Throws: ``SluiceError/Code/tableBusy`` for a ``WhenFull/refuse`` table full of live keys.
+    @inlinable
+    public mutating func lookup(
+        _ key: Key,
+        now: Instant,
+        orInsert fresh: @autoclosure () -> Value
+    ) throws(SluiceError) -> Insertion {
+        let hash = Self.hash(key)
+        let (position, entry) = probe(key, hash: hash)
+        if entry >= 0 {
+            let index = Index(entry)
+            touch(index)
+            if values[Int(entry)].isIdle(at: now) {
+                values[Int(entry)] = fresh()
+                counters.expired &+= 1
+            }
+            return Insertion(index: index, evicted: nil)
+        }
+        return try insertNew(key, hash: hash, position: position, value: fresh(), now: now)
+    }
+
+    /// Inserts `value` for a key known to be absent.
+    ///
+    /// - Precondition: `index(of: key) == nil`.
+    @inlinable
+    public mutating func insert(_ key: Key, _ value: Value, now: Instant) throws(SluiceError) -> Insertion {
+        let hash = Self.hash(key)
+        let (position, entry) = probe(key, hash: hash)
+        precondition(entry < 0, "KeyTable.insert: the key is already present")
+        return try insertNew(key, hash: hash, position: position, value: value, now: now)
+    }
+
+    @usableFromInline
+    mutating func insertNew(
+        _ key: Key,
+        hash: UInt32,
+        position: Int,
+        value: Value,
+        now: Instant
+    ) throws(SluiceError) -> Insertion {
+        var position = position
+        var evicted: (key: Key, value: Value)? = nil
+        if keys.count >= capacity {
+            let victim = tail
+            if values[Int(victim)].isIdle(at: now) {
+                _ = remove(entry: victim)
+                counters.expired &+= 1
+            } else if whenFull == .evictLeastRecentlyUsed {
+                evicted = remove(entry: victim)
+                counters.evicted &+= 1
+            } else {
+                _ = sweep(now: now, maxEntries: 32)
+                if keys.count >= capacity {
+                    counters.refused &+= 1
+                    throw .tableBusy(capacity: capacity)
+                }
+            }
+            position = probe(key, hash: hash).position
+        }
+        if (keys.count + 1) * 2 > slots.count {
+            grow()
+            position = probe(key, hash: hash).position
+        }
+        let entry = Int32(keys.count)
+        keys.append(key)
+        values.append(value)
+        hashes.append(hash)
+        links.append(Links(prev: -1, next: -1))
+        slots[position] = entry
+        pushFront(entry)
+        counters.inserted &+= 1
+        return Insertion(index: Index(entry), evicted: evicted)
+    }
+
+    @usableFromInline
+    mutating func grow() {
+        let newCount = slots.count * 2
+        var newSlots = ContiguousArray<Int32>(repeating: -1, count: newCount)
+        let newMask = newCount - 1
+        hashes.withUnsafeBufferPointer { hashes in
+            newSlots.withUnsafeMutableBufferPointer { newSlots in
+                for entry in 0..<hashes.count {
+                    var position = Int(hashes[entry]) & newMask
+                    while newSlots[position] >= 0 { position = (position + 1) & newMask }
+                    newSlots[position] = Int32(entry)
+                }
+            }
+        }
+        slots = newSlots
+        mask = newMask
+    }
+
+    /// Slot position holding `entry`.
+    @usableFromInline
+    func position(ofEntry entry: Int32) -> Int {
+        var position = Int(hashes[Int(entry)]) & mask
+        while slots[position] != entry { position = (position + 1) & mask }
+        return position
+    }
+
+    /// Removes the entry at `index` and returns its key and state. Invalidates indices.
+    @discardableResult
+    public mutating func remove(at index: Index) -> (key: Key, value: Value) {
+        remove(entry: index.raw)
+    }
+
+    /// Removes `key` if present and returns its state.
+    @discardableResult
+    public mutating func removeValue(forKey key: Key) -> Value? {
+        guard let index = index(of: key) else { return nil }
+        return remove(entry: index.raw).value
+    }
+
+    @usableFromInline
+    mutating func remove(entry: Int32) -> (key: Key, value: Value) {
+        // 1. Delete from the index with backward shifting (no tombstones).
+        var hole = position(ofEntry: entry)
+        slots[hole] = -1
+        var next = (hole + 1) & mask
+        while slots[next] >= 0 {
+            let home = Int(hashes[Int(slots[next])]) & mask
+            // Move slots[next] into the hole unless its home lies cyclically in (hole, next].
+            let inRange = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
+            if !inRange {
+                slots[hole] = slots[next]
+                slots[next] = -1
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        // 2. Unlink from the LRU list.
+        unlink(entry)
+        // 3. Move the last entry into the hole so the arrays stay dense.
+        let last = Int32(keys.count - 1)
+        if entry != last {
+            slots[position(ofEntry: last)] = entry
+            let moved = links[Int(last)]
+            if moved.prev >= 0 { links[Int(moved.prev)].next = entry } else { head = entry }
+            if moved.next >= 0 { links[Int(moved.next)].prev = entry } else { tail = entry }
+            keys.swapAt(Int(entry), Int(last))
+            values.swapAt(Int(entry), Int(last))
+            hashes.swapAt(Int(entry), Int(last))
+            links.swapAt(Int(entry), Int(last))
+        }
+        hashes.removeLast()
+        links.removeLast()
+        return (keys.removeLast(), values.removeLast())
+    }
+
+    /// Examines up to `maxEntries` entries, continuing where the last sweep stopped, and drops the
+    /// idle ones. Call it from the loop (e.g. a few hundred entries per iteration) to reclaim memory
+    /// from keys that are never seen again.
+    ///
+    /// - Returns: how many entries were dropped.
+    @discardableResult
+    public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
+        var examined = 0
+        var removed = 0
+        while examined < maxEntries, !keys.isEmpty {
+            if sweepCursor >= keys.count { sweepCursor = 0 }
+            if values[sweepCursor].isIdle(at: now) {
+                _ = remove(entry: Int32(sweepCursor))
+                removed += 1
+                counters.expired &+= 1
+            } else {
+                sweepCursor += 1
+            }
+            examined += 1
+        }
+        return removed
+    }
+
+    /// Keys from most to least recently used (for tests and diagnostics).
+    public var keysByRecency: [Key] {
+        var result: [Key] = []
+        result.reserveCapacity(keys.count)
+        var entry = head
+        while entry >= 0 {
+            result.append(keys[Int(entry)])
+            entry = links[Int(entry)].next
+        }
+        return result
+    }
+}
+
+extension KeyTable: Sendable where Key: Sendable, Value: Sendable {}
+extension KeyTable.Insertion: Sendable where Key: Sendable, Value: Sendable {}
