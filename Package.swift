@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "SluiceCore", targets: ["SluiceCore"]),
+        .library(name: "SluiceTesting", targets: ["SluiceTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
@@ -40,6 +41,7 @@ let package = Package(
             name: "SluiceCore",
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
         ),
+        .target(name: "SluiceTesting", dependencies: ["SluiceCore"]),
         .target(
             name: "SluiceLibevent",
             dependencies: ["CLibevent", "CSluiceShims", "SluiceCore"]
@@ -71,6 +73,7 @@ let package = Package(
             name: "SluiceCoreTests",
             dependencies: [
                 "SluiceCore",
+                "SluiceTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
