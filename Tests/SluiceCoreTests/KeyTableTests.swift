@@ -1,0 +1,118 @@
+import SluiceCore
+import Testing
+
+/// A state with an explicit expiry, for table tests.
+struct Expiring: KeyedState, Hashable, Sendable {
+    var value: Int
+    var expiresAt: Int64 = .max
+    func isIdle(at now: Instant) -> Bool { now.nanoseconds >= expiresAt }
+}
+
+@Suite struct KeyTableTests {
+    @Test func insertFindUpdate() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 100, whenFull: .evictLeastRecentlyUsed)
+        for n in 0..<100 {
+            let slot = try table.lookup("user:\(n)", now: .zero, orInsert: Expiring(value: n))
+            #expect(slot.evicted == nil)
+        }
+        #expect(table.count == 100)
+        for n in 0..<100 {
+            let index = try #require(table.index(of: "user:\(n)"))
+            #expect(table[index].value == n)
+            #expect(table.key(at: index) == "user:\(n)")
+            table[index].value += 1000
+        }
+        #expect(table.index(of: "user:100") == nil)
+        #expect(table[table.index(of: "user:42")!].value == 1042)
+    }
+
+    @Test func evictsLeastRecentlyUsed() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 3, whenFull: .evictLeastRecentlyUsed)
+        for key in ["a", "b", "c"] { _ = try table.lookup(key, now: .zero, orInsert: Expiring(value: 0)) }
+        #expect(table.keysByRecency == ["c", "b", "a"])
+        _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 0))  // touch a
+        #expect(table.keysByRecency == ["a", "c", "b"])
+        let slot = try table.lookup("d", now: .zero, orInsert: Expiring(value: 0))
+        #expect(slot.evicted?.key == "b")
+        #expect(table.keysByRecency == ["d", "a", "c"])
+        #expect(table.stats.evicted == 1)
+        #expect(table.count == 3)
+    }
+
+    @Test func refusesWhenFullOfLiveKeys() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 2, whenFull: .refuse)
+        _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 0, expiresAt: 100))
+        _ = try table.lookup("b", now: .zero, orInsert: Expiring(value: 0))
+        #expect(throws: SluiceError.self) { _ = try table.lookup("c", now: .zero, orInsert: Expiring(value: 0)) }
+        // "a" is idle at 100: it makes room.
+        _ = try table.lookup("c", now: Instant(nanoseconds: 100), orInsert: Expiring(value: 0))
+        #expect(Set(table.keysByRecency) == ["b", "c"])
+    }
+
+    @Test func lazyExpiryResetsTheState() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 10, whenFull: .evictLeastRecentlyUsed)
+        _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 1, expiresAt: 50))
+        let early = try table.lookup("a", now: Instant(nanoseconds: 49), orInsert: Expiring(value: 2))
+        #expect(table[early.index].value == 1)
+        let late = try table.lookup("a", now: Instant(nanoseconds: 50), orInsert: Expiring(value: 2))
+        #expect(table[late.index].value == 2)
+        #expect(table.stats.expired == 1)
+    }
+
+    @Test func incrementalSweep() throws {
+        var table = try KeyTable<Int, Expiring>(capacity: 1000, whenFull: .evictLeastRecentlyUsed)
+        for n in 0..<1000 {
+            _ = try table.lookup(n, now: .zero, orInsert: Expiring(value: n, expiresAt: n.isMultiple(of: 2) ? 10 : .max))
+        }
+        var removed = 0
+        var rounds = 0
+        while removed < 500 && rounds < 100 {
+            let dropped = table.sweep(now: Instant(nanoseconds: 10), maxEntries: 64)
+            #expect(dropped <= 64)
+            removed += dropped
+            rounds += 1
+        }
+        #expect(removed == 500)
+        #expect(table.count == 500)
+        for n in 0..<1000 {
+            #expect((table.index(of: n) != nil) == !n.isMultiple(of: 2))
+        }
+        #expect(table.sweep(now: Instant(nanoseconds: 10), maxEntries: 10_000) == 0)
+    }
+
+    @Test func budgetInBytes() throws {
+        let perEntry = KeyTable<String, ThrottleState>.estimatedBytesPerEntry
+        #expect(perEntry == 16 + 24 + 4 + 8 + 8)
+        let capacity = KeyTable<String, ThrottleState>.capacity(for: .bytes(64 << 20))
+        #expect(capacity > 600_000 && capacity < 64 << 20 / perEntry)
+        let table = try ThrottleTable<String>(options: .buttonTap, budget: .bytes(64 << 20))
+        #expect(table.table.capacity == capacity)
+        // Both limits: the smaller wins.
+        #expect(KeyTable<String, ThrottleState>.capacity(for: MemoryBudget(entries: 10, bytes: 64 << 20)) == 10)
+        #expect(throws: SluiceError.self) { try KeyTable<String, ThrottleState>(budget: .bytes(10), whenFull: .refuse) }
+    }
+
+    @Test func keysAreComparedInFull() throws {
+        /// A key whose hash always collides.
+        struct Colliding: Hashable {
+            var name: String
+            func hash(into hasher: inout Hasher) { hasher.combine(0) }
+        }
+        var table = try KeyTable<Colliding, Expiring>(capacity: 50, whenFull: .refuse)
+        for n in 0..<50 { _ = try table.lookup(Colliding(name: "k\(n)"), now: .zero, orInsert: Expiring(value: n)) }
+        for n in 0..<50 { #expect(table[table.index(of: Colliding(name: "k\(n)"))!].value == n) }
+        for n in stride(from: 0, to: 50, by: 3) { #expect(table.removeValue(forKey: Colliding(name: "k\(n)"))?.value == n) }
+        for n in 0..<50 { #expect((table.index(of: Colliding(name: "k\(n)")) != nil) == !n.isMultiple(of: 3)) }
+    }
+
+    @Test func throttleTableReportsEvictedPendingEvents() throws {
+        let options = try ThrottleOptions(interval: .seconds(1), leading: true, trailing: true)
+        var table = try ThrottleTable<String>(options: options, budget: .entries(1))
+        #expect(table.event(EventToken(1), key: "a", now: .zero).decision == .run)
+        #expect(table.event(EventToken(2), key: "a", now: .ms(10)).decision == .hold(schedule: .ms(1_000), superseded: nil))
+        let other = table.event(EventToken(3), key: "b", now: .ms(20))
+        #expect(other.decision == .run)
+        #expect(other.evictedPending == EventToken(2))
+        #expect(table.fire(key: "a", now: .ms(1_000)) == FireDecision.none)
+    }
+}
