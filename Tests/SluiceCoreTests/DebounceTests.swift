@@ -102,4 +102,14 @@ import Testing
         #expect(debounce.state.pending == EventToken(8))
         #expect(debounce.state.deadline == .ms(101))
     }
+
+    /// A held event stays held until its timer is delivered, even if an event arrives first.
+    @Test func lateTimerStillSupersedes() {
+        var debounce = Debounce(options: Self.options(100))
+        #expect(debounce.event(EventToken(1), now: .ms(0)) == .hold(schedule: .ms(100), superseded: nil))
+        // The timer for 100 ms has not been delivered yet when an event arrives at 150 ms.
+        #expect(debounce.event(EventToken(2), now: .ms(150)) == .hold(schedule: nil, superseded: EventToken(1)))
+        #expect(debounce.fire(now: .ms(151)) == .reschedule(.ms(250)))
+        #expect(debounce.fire(now: .ms(250)) == .run(EventToken(2)))
+    }
 }
