@@ -207,6 +207,7 @@ public struct IdempotencyTable<Key: Hashable, Fingerprint: Hashable, Result> {
     }
 
     /// Drops up to `maxEntries` examined records that expired (see ``KeyTable/sweep(now:maxEntries:)``).
+    @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         table.sweep(now: now, maxEntries: maxEntries)

@@ -311,7 +311,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return try insertNew(key, hash: hash, position: position, value: value, now: now)
     }
 
-    @usableFromInline
+    @inlinable
     mutating func insertNew(
         _ key: Key,
         hash: UInt32,
@@ -353,7 +353,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return Insertion(index: Index(entry), evicted: evicted)
     }
 
-    @usableFromInline
+    @inlinable
     mutating func grow() {
         let newCount = slots.count * 2
         var newSlots = ContiguousArray<Int32>(repeating: -1, count: newCount)
@@ -372,7 +372,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     }
 
     /// Slot position holding `entry`.
-    @usableFromInline
+    @inlinable
     func position(ofEntry entry: Int32) -> Int {
         var position = Int(hashes[Int(entry)]) & mask
         while slots[position] != entry { position = (position + 1) & mask }
@@ -380,19 +380,21 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     }
 
     /// Removes the entry at `index` and returns its key and state. Invalidates indices.
+    @inlinable
     @discardableResult
     public mutating func remove(at index: Index) -> (key: Key, value: Value) {
         remove(entry: index.raw)
     }
 
     /// Removes `key` if present and returns its state.
+    @inlinable
     @discardableResult
     public mutating func removeValue(forKey key: Key) -> Value? {
         guard let index = index(of: key) else { return nil }
         return remove(entry: index.raw).value
     }
 
-    @usableFromInline
+    @inlinable
     mutating func remove(entry: Int32) -> (key: Key, value: Value) {
         // 1. Delete from the index with backward shifting (no tombstones).
         var hole = position(ofEntry: entry)
@@ -433,6 +435,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// from keys that are never seen again.
     ///
     /// - Returns: how many entries were dropped.
+    @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         var examined = 0

@@ -44,6 +44,7 @@ public struct ThrottleTable<Key: Hashable> {
     }
 
     /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
+    @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         table.sweep(now: now, maxEntries: maxEntries)
@@ -79,6 +80,7 @@ public struct DebounceTable<Key: Hashable> {
     }
 
     /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
+    @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         table.sweep(now: now, maxEntries: maxEntries)
@@ -107,6 +109,7 @@ public struct RateLimitTable<Key: Hashable> {
     }
 
     /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
+    @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         table.sweep(now: now, maxEntries: maxEntries)
