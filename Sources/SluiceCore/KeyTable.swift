@@ -56,8 +56,10 @@ public struct KeyTableStats: Hashable, Sendable {
 /// Layout (struct of arrays, all indices `Int32`): `keys`, `values`, a 32-bit hash per entry and
 /// LRU links (`prev`, `next`) live in dense arrays reserved at full capacity up front (pages are only
 /// touched as entries are added); an open-addressing index of `Int32` slots with linear probing is
-/// kept at most half full and grows by doubling. Removal moves the last entry into the hole, so the
-/// arrays stay dense. Per entry this costs
+/// allocated at full size up front (a power of two, at least twice the capacity), so it is at most
+/// half full and the table never rehashes — no pause on the loop thread, no freed old index left
+/// behind in the heap. Removal moves the last entry into the hole, so the arrays stay dense. Per
+/// entry this costs
 /// `stride(Key) + stride(Value) + 4 (hash) + 8 (links) + 8…16 (index slots)` bytes:
 /// 68 bytes for `String` keys of ≤ 15 UTF-8 bytes and a ``ThrottleState``. Keys are compared in
 /// full; the hash only chooses the slot.
@@ -126,16 +128,27 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Counters.
     public var stats: KeyTableStats { counters }
 
-    /// Estimated bytes per entry at full capacity (see the type's documentation).
+    /// The most entries a table may have: 2²⁸ (its index alone is then 2 GiB).
+    public static var maximumCapacity: Int { 1 << 28 }
+
+    /// Estimated bytes per entry at full capacity with the smallest index (twice the capacity);
+    /// see the type's documentation.
     public static var estimatedBytesPerEntry: Int {
         MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + 8
     }
 
-    /// The capacity a budget allows, and the bytes it is estimated to use at that capacity
-    /// (including the index's worst case just after it doubled, and the transient old index while
-    /// it doubles).
+    /// Estimated bytes of a table of `capacity` entries once full: the entries plus the index (which
+    /// is allocated, and touched, when the table is created). Heap storage owned by keys (long
+    /// strings) is not included.
+    public static func estimatedBytes(capacity: Int) -> Int {
+        capacity * (MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride)
+            + indexBytes(capacity: capacity)
+    }
+
+    /// The largest capacity whose estimated bytes (entries at full capacity plus the index) fit the
+    /// budget.
     public static func capacity(for budget: MemoryBudget) -> Int {
-        var capacity = budget.entries ?? Int(Int32.max / 2)
+        var capacity = Swift.min(budget.entries ?? maximumCapacity, maximumCapacity)
         if let bytes = budget.bytes {
             let perEntry = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4
                 + MemoryLayout<Links>.stride + budget.extraBytesPerKey
@@ -144,7 +157,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             var high = Swift.min(capacity, bytes / Swift.max(1, perEntry))
             while low < high {
                 let mid = (low + high + 1) / 2
-                if mid * perEntry + peakIndexBytes(capacity: mid) <= bytes {
+                if mid * perEntry + indexBytes(capacity: mid) <= bytes {
                     low = mid
                 } else {
                     high = mid - 1
@@ -163,17 +176,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return slots
     }
 
-    static func peakIndexBytes(capacity: Int) -> Int {
-        // While doubling, the old index (half size) and the new one coexist.
-        slotCount(for: capacity) * 4 * 3 / 2
+    static func indexBytes(capacity: Int) -> Int {
+        slotCount(for: capacity) * MemoryLayout<Int32>.stride
     }
 
     /// A table for at most `capacity` keys.
     ///
-    /// - Throws: ``SluiceError/Code/invalidOption`` if `capacity < 1` or above `Int32.max / 2`.
+    /// - Throws: ``SluiceError/Code/invalidOption`` if `capacity < 1` or above ``maximumCapacity``.
     public init(capacity: Int, whenFull: WhenFull) throws(SluiceError) {
-        guard capacity >= 1, capacity <= Int(Int32.max / 2) else {
-            throw .invalidOption("A key table needs a capacity from 1 to \(Int32.max / 2) entries.", value: "capacity \(capacity)")
+        guard capacity >= 1, capacity <= Self.maximumCapacity else {
+            throw .invalidOption("A key table needs a capacity from 1 to \(Self.maximumCapacity) entries.", value: "capacity \(capacity)")
         }
         self.capacity = capacity
         self.whenFull = whenFull
@@ -185,8 +197,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         values.reserveCapacity(capacity)
         hashes.reserveCapacity(capacity)
         links.reserveCapacity(capacity)
-        slots = ContiguousArray(repeating: -1, count: 16)
-        mask = 15
+        let slotCount = Self.slotCount(for: capacity)
+        slots = ContiguousArray(repeating: -1, count: slotCount)
+        mask = slotCount - 1
         head = -1
         tail = -1
         sweepCursor = 0
@@ -194,8 +207,12 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     /// A table sized by a memory budget.
     ///
-    /// - Throws: ``SluiceError/Code/invalidOption`` if the budget allows no entry.
+    /// - Throws: ``SluiceError/Code/invalidOption`` if the budget sets neither entries nor bytes, or
+    ///   allows no entry.
     public init(budget: MemoryBudget, whenFull: WhenFull) throws(SluiceError) {
+        guard budget.entries != nil || budget.bytes != nil else {
+            throw .invalidOption("A memory budget needs a number of entries, of bytes, or both.", value: budget)
+        }
         let capacity = Self.capacity(for: budget)
         guard capacity >= 1 else {
             throw .invalidOption("The memory budget is too small for a single key.", value: budget)
@@ -338,10 +355,6 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             }
             position = probe(key, hash: hash).position
         }
-        if (keys.count + 1) * 2 > slots.count {
-            grow()
-            position = probe(key, hash: hash).position
-        }
         let entry = Int32(keys.count)
         keys.append(key)
         values.append(value)
@@ -351,24 +364,6 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         pushFront(entry)
         counters.inserted &+= 1
         return Insertion(index: Index(entry), evicted: evicted)
-    }
-
-    @inlinable
-    mutating func grow() {
-        let newCount = slots.count * 2
-        var newSlots = ContiguousArray<Int32>(repeating: -1, count: newCount)
-        let newMask = newCount - 1
-        hashes.withUnsafeBufferPointer { hashes in
-            newSlots.withUnsafeMutableBufferPointer { newSlots in
-                for entry in 0..<hashes.count {
-                    var position = Int(hashes[entry]) & newMask
-                    while newSlots[position] >= 0 { position = (position + 1) & newMask }
-                    newSlots[position] = Int32(entry)
-                }
-            }
-        }
-        slots = newSlots
-        mask = newMask
     }
 
     /// Slot position holding `entry`.

@@ -90,6 +90,12 @@ struct Expiring: KeyedState, Hashable, Sendable {
         // Both limits: the smaller wins.
         #expect(KeyTable<String, ThrottleState>.capacity(for: MemoryBudget(entries: 10, bytes: 64 << 20)) == 10)
         #expect(throws: SluiceError.self) { try KeyTable<String, ThrottleState>(budget: .bytes(10), whenFull: .refuse) }
+        #expect(throws: SluiceError.self) { try KeyTable<String, ThrottleState>(budget: MemoryBudget(entries: nil, bytes: nil), whenFull: .refuse) }
+        // 64 MiB: 2^20 entries of 52 bytes plus an index of 2^21 Int32 slots = 60 MiB.
+        #expect(capacity == 1 << 20)
+        #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity) == 60 << 20)
+        // Long keys own heap storage: counting it shrinks the capacity.
+        #expect(KeyTable<String, ThrottleState>.capacity(for: .bytes(64 << 20, extraBytesPerKey: 48)) < capacity)
     }
 
     @Test func keysAreComparedInFull() throws {

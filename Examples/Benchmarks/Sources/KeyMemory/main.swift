@@ -46,10 +46,10 @@ func trackKeys(_ count: Int) -> Bool {
     }
     let after = residentBytes()
     let perKey = Double(after - before) / Double(count)
-    let estimate = KeyTable<String, ThrottleState>.estimatedBytesPerEntry
+    let estimate = KeyTable<String, ThrottleState>.estimatedBytes(capacity: count) / count
     print("keys: \(table.table.count) throttle keys user:<n> tracked")
     print("keys: RSS before \(mib(before)), after \(mib(after)), delta \(mib(after - before))")
-    print("keys: \(Int(perKey.rounded())) bytes/key (RSS delta / keys); table estimate \(estimate) bytes/entry + index growth")
+    print("keys: \(Int(perKey.rounded())) bytes/key (RSS delta / keys); table estimate \(estimate) bytes/key")
     withExtendedLifetime(table) {}
     return perKey <= 96
 }
@@ -65,7 +65,8 @@ func flood(_ count: Int) -> Bool {
     }
     peak = max(peak, residentBytes())
     let stats = table.table.stats
-    print("flood: \(count) unique keys into a \(mib(budget)) budget (capacity \(table.table.capacity) entries)")
+    let estimate = KeyTable<String, ThrottleState>.estimatedBytes(capacity: table.table.capacity)
+    print("flood: \(count) unique keys into a \(mib(budget)) budget (capacity \(table.table.capacity) entries, estimated \(mib(estimate)) when full)")
     print("flood: kept \(table.table.count), evicted \(stats.evicted), expired \(stats.expired), inserted \(stats.inserted)")
     print("flood: RSS before \(mib(before)), peak delta \(mib(peak - before)), final delta \(mib(residentBytes() - before))")
     withExtendedLifetime(table) {}
