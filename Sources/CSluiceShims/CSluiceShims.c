@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <pthread.h>
+#include <string.h>
 
 static _Thread_local void *sluice_current_loop = 0;
 
@@ -29,4 +31,11 @@ int64_t sluice_process_cpu_nanoseconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void sluice_set_thread_name(const char *name) {
+    char buffer[16];
+    strncpy(buffer, name, sizeof buffer - 1);
+    buffer[sizeof buffer - 1] = 0;
+    pthread_setname_np(pthread_self(), buffer);
 }

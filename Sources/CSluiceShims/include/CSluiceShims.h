@@ -14,6 +14,9 @@ void sluice_current_loop_set(void *_Nullable loop);
 /// The calling thread's kernel id (gettid), for diagnostics and tests.
 int64_t sluice_current_thread_id(void);
 
+/// Names the calling thread (at most 15 bytes are kept).
+void sluice_set_thread_name(const char *_Nonnull name);
+
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t sluice_monotonic_nanoseconds(void);
 

@@ -1,0 +1,536 @@
+import CLibevent
+import CSluiceShims
+import SluiceCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A libevent `event_base` running on a thread of its own, usable as a Swift executor.
+///
+/// `EventLoop` is both a `SerialExecutor` (an actor whose `unownedExecutor` is the loop runs on
+/// the loop thread) and a `TaskExecutor` (a task started with `Task(executorPreference: loop)`
+/// resumes on the loop thread after each `await`). Sockets and timers on the same base are
+/// driven by the same thread, so an actor pinned to the loop can be entered synchronously from a
+/// libevent callback with `assumeIsolated`.
+///
+/// Create loops directly or through ``EventLoopGroup``; stop each with ``shutdownGracefully()``.
+///
+/// ```swift
+/// let loop = try EventLoop()
+/// loop.execute { print("on the loop") }
+/// let timer = loop.schedule(after: .milliseconds(5)) { print("5 ms later") }
+/// timer.cancel()
+/// loop.shutdownGracefully()
+/// ```
+public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConvertible,
+    @unchecked Sendable
+{
+    // @unchecked Sendable: every stored property is either immutable after `init`, guarded by
+    // `queue` (a `Mutex`), atomic, or — the `loopOnly` state below — read and written only on
+    // the loop's own thread, which `assertInEventLoop()` checks in debug builds.
+
+    /// How many queued jobs one wake-up runs before libevent gets to poll the sockets again.
+    public static let maximumJobsPerWakeUp = 1024
+
+    /// A short name for logs and thread names.
+    public let name: String
+
+    /// The underlying `event_base`. Use it only on the loop thread.
+    public let base: OpaquePointer
+
+    /// Made active (`event_active`) by an enqueue that finds no wake-up pending.
+    private let wakeEvent: OpaquePointer
+    /// A zero timeout, added when one wake-up left jobs queued: libevent polls the sockets before
+    /// it fires (an `event_active` from inside a callback would run in the same pass).
+    private let yieldEvent: OpaquePointer
+    private let queue: Mutex<JobQueue>
+    private let threadBox = Mutex<pthread_t?>(nil)
+    private let stopped = Atomic<Bool>(false)
+
+    /// Loop-thread-only state (see the `@unchecked Sendable` note above).
+    private var loopOnly = LoopThreadState()
+
+    /// Creates an event base and starts its thread.
+    ///
+    /// - Throws: ``EventLoopError`` when libevent cannot create the base or the thread cannot
+    ///   start.
+    public init(name: String = "sluice-loop") throws(EventLoopError) {
+        LibeventThreading.enable()
+        self.name = name
+
+        guard let config = event_config_new() else {
+            throw EventLoopError(code: .baseCreationFailed, message: "event_config_new failed", input: name)
+        }
+        defer { event_config_free(config) }
+        // Precise (CLOCK_MONOTONIC) timers instead of the coarse clock: policies decide in
+        // milliseconds.
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+        guard let base = event_base_new_with_config(config) else {
+            throw EventLoopError(code: .baseCreationFailed, message: "event_base_new_with_config failed", input: name)
+        }
+        self.base = base
+        self.queue = Mutex(JobQueue())
+
+        // The wake-up event is persistent and never has a file descriptor: other threads make it
+        // active with `event_active`. Its context is unretained: the loop outlives it.
+        // Both callbacks find the loop through the thread's loop identity.
+        guard let wake = event_new(base, -1, Int16(EV_PERSIST), eventLoopWakeCallback, nil),
+            let yield = event_new(base, -1, 0, eventLoopWakeCallback, nil)
+        else {
+            event_base_free(base)
+            throw EventLoopError(code: .baseCreationFailed, message: "event_new (wake-up) failed", input: name)
+        }
+        self.wakeEvent = wake
+        self.yieldEvent = yield
+        event_add(wake, nil)
+
+        try startThread()
+    }
+
+    deinit {
+        precondition(stopped.load(ordering: .acquiring), "EventLoop \(name) deinitialised while running: call shutdownGracefully()")
+    }
+
+    public var description: String { "EventLoop(\(name))" }
+
+    // MARK: - Thread identity
+
+    /// Whether the caller runs on this loop's thread.
+    public var inEventLoop: Bool {
+        sluice_current_loop_get() == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// The loop whose thread the caller runs on, if any.
+    public static var current: EventLoop? {
+        guard let pointer = sluice_current_loop_get() else { return nil }
+        return Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Traps unless the caller runs on this loop's thread.
+    public func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        precondition(inEventLoop, "not on \(name)'s thread", file: file, line: line)
+    }
+
+    /// Traps in debug builds unless the caller runs on this loop's thread.
+    @inlinable
+    public func assertInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inEventLoop, "not on \(name)'s thread", file: file, line: line)
+    }
+
+    // MARK: - Time
+
+    /// The loop's monotonic time, read at most once per loop iteration.
+    ///
+    /// Everything handled in one iteration (one batch of socket and timer callbacks) sees the
+    /// same instant. Call on the loop thread only.
+    public var now: Instant {
+        assertInEventLoop()
+        if let cached = loopOnly.cachedNow { return cached }
+        let fresh = Instant(nanoseconds: sluice_monotonic_nanoseconds())
+        loopOnly.cachedNow = fresh
+        return fresh
+    }
+
+    /// The current monotonic time, read now (any thread).
+    public static func monotonicNow() -> Instant {
+        Instant(nanoseconds: sluice_monotonic_nanoseconds())
+    }
+
+    // MARK: - Executors
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        precondition(inEventLoop, "expected to be isolated to \(name), but running on another thread")
+    }
+
+    public func isIsolatingCurrentContext() -> Bool? {
+        inEventLoop
+    }
+
+    public func isSameExclusiveExecutionContext(other: EventLoop) -> Bool {
+        self === other
+    }
+
+    /// Runs `body` on the loop thread, after everything queued before it.
+    ///
+    /// Calling this after the loop has shut down is a programming error and traps: the closure
+    /// would never run.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        submit(.closure(body))
+    }
+
+    /// Runs `body` on the loop thread if the loop still accepts work; returns `false` (and drops
+    /// `body`) once the loop has shut down. For clean-up work that has nothing to do after a
+    /// shutdown.
+    @discardableResult
+    public func executeIfRunning(_ body: @escaping @Sendable () -> Void) -> Bool {
+        enqueueIfAccepting(.closure(body))
+    }
+
+    private func submit(_ job: LoopJob) {
+        guard enqueueIfAccepting(job) else {
+            // A dropped executor job is a task that never resumes: refuse loudly.
+            fatalError("EventLoop \(name) has shut down; it cannot run more work")
+        }
+    }
+
+    private func enqueueIfAccepting(_ job: LoopJob) -> Bool {
+        let (accepted, mustWake) = queue.withLock { queue -> (Bool, Bool) in
+            guard queue.accepting else { return (false, false) }
+            queue.jobs.append(job)
+            if queue.wakePending { return (true, false) }
+            queue.wakePending = true
+            return (true, true)
+        }
+        if mustWake {
+            event_active(wakeEvent, Int32(EV_READ), 0)
+        }
+        return accepted
+    }
+
+    /// Runs queued jobs: called by the wake-up event on the loop thread.
+    fileprivate func runQueuedJobs() {
+        // Leftovers of the previous wake-up run first: they were queued before anything newer.
+        let tookQueue = loopOnly.batch.isEmpty
+        if tookQueue {
+            queue.withLock { queue in
+                swap(&queue.jobs, &loopOnly.batch)
+                queue.wakePending = false
+            }
+            loopOnly.batchHead = 0
+        }
+        let end = min(loopOnly.batch.count, loopOnly.batchHead + Self.maximumJobsPerWakeUp)
+        while loopOnly.batchHead < end {
+            let job = loopOnly.batch[loopOnly.batchHead]
+            loopOnly.batchHead += 1
+            run(job)
+        }
+        let exhausted = loopOnly.batchHead == loopOnly.batch.count
+        if exhausted {
+            loopOnly.batch.removeAll(keepingCapacity: true)
+            loopOnly.batchHead = 0
+        }
+        if !exhausted || !tookQueue {
+            // More than one wake-up's worth, or a wake-up that was spent on leftovers while the
+            // queue may have filled: let libevent poll the sockets, then come back. (An
+            // `event_active` from inside a callback would run again in the same pass.)
+            var zero = timeval(tv_sec: 0, tv_usec: 0)
+            event_add(yieldEvent, &zero)
+        }
+    }
+
+    private func run(_ job: LoopJob) {
+        switch job {
+        case .job(let job):
+            job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        case .closure(let body):
+            body()
+        case .stop:
+            loopOnly.stopRequested = true
+        }
+    }
+
+    // MARK: - Timers
+
+    /// Runs `body` on the loop thread once `deadline` (on the loop's monotonic timeline) has
+    /// passed, unless the returned timer is cancelled first.
+    @discardableResult
+    public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> LoopTimer {
+        let timer = LoopTimer(loop: self, deadline: deadline, body: body)
+        if inEventLoop {
+            arm(timer)
+        } else {
+            execute { self.arm(timer) }
+        }
+        return timer
+    }
+
+    /// Runs `body` on the loop thread after `delay`, unless the returned timer is cancelled
+    /// first.
+    @discardableResult
+    public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> LoopTimer {
+        schedule(at: Self.monotonicNow() + delay, body)
+    }
+
+    private func arm(_ timer: LoopTimer) {
+        assertInEventLoop()
+        guard !timer.isCancelled, !loopOnly.stopRequested else { return }
+        let context = Unmanaged.passRetained(timer).toOpaque()
+        guard let event = event_new(base, -1, 0, eventLoopTimerCallback, context) else {
+            Unmanaged<LoopTimer>.fromOpaque(context).release()
+            fatalError("EventLoop \(name): event_new failed for a timer")
+        }
+        timer.event = event
+        loopOnly.armedTimers[ObjectIdentifier(timer)] = timer
+        let delay = max(0, timer.deadline.nanoseconds - sluice_monotonic_nanoseconds())
+        var tv = timeval(tv_sec: Int(delay / 1_000_000_000), tv_usec: Int((delay % 1_000_000_000) / 1_000))
+        event_add(event, &tv)
+    }
+
+    /// Called on the loop thread when a timer's event fires or is cancelled: frees the event and
+    /// drops the event's reference to the timer.
+    fileprivate func disarm(_ timer: LoopTimer) {
+        assertInEventLoop()
+        guard let event = timer.event else { return }
+        timer.event = nil
+        event_del(event)
+        event_free(event)
+        loopOnly.armedTimers[ObjectIdentifier(timer)] = nil
+        Unmanaged.passUnretained(timer).release()
+    }
+
+    fileprivate func fire(_ timer: LoopTimer) {
+        disarm(timer)
+        if !timer.isCancelled {
+            timer.body()
+        }
+    }
+
+    fileprivate func cancel(_ timer: LoopTimer) {
+        if inEventLoop {
+            disarm(timer)
+        } else {
+            executeIfRunning { self.disarm(timer) }
+        }
+    }
+
+    // MARK: - Resources closed at shutdown
+
+    /// Registers something that must be closed on the loop thread before the base is freed
+    /// (listeners, connections). Call on the loop thread.
+    public func registerForShutdown(_ resource: any LoopResource) {
+        assertInEventLoop()
+        loopOnly.resources[ObjectIdentifier(resource)] = resource
+    }
+
+    /// Removes a resource registered with ``registerForShutdown(_:)``. Call on the loop thread.
+    public func unregisterForShutdown(_ resource: any LoopResource) {
+        assertInEventLoop()
+        loopOnly.resources[ObjectIdentifier(resource)] = nil
+    }
+
+    // MARK: - Thread and shutdown
+
+    private func startThread() throws(EventLoopError) {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+            loop.threadMain()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<EventLoop>.fromOpaque(context).release()
+            event_free(wakeEvent)
+            event_free(yieldEvent)
+            event_base_free(base)
+            stopped.store(true, ordering: .releasing)
+            throw EventLoopError(code: .threadStartFailed, message: "pthread_create failed with \(result)", input: name)
+        }
+        threadBox.withLock { $0 = thread }
+    }
+
+    private func threadMain() {
+        sluice_set_thread_name(String(name.prefix(15)))
+        sluice_current_loop_set(Unmanaged.passUnretained(self).toOpaque())
+        defer { sluice_current_loop_set(nil) }
+
+        while !loopOnly.stopRequested {
+            loopOnly.cachedNow = nil
+            event_base_loop(base, EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY)
+        }
+        drainAfterStop()
+    }
+
+    /// Runs what is still queued (and what that enqueues), then refuses further work, closes the
+    /// registered resources and frees every event and the base.
+    private func drainAfterStop() {
+        while true {
+            loopOnly.cachedNow = nil
+            var leftovers = Array(loopOnly.batch[loopOnly.batchHead...])
+            loopOnly.batch.removeAll()
+            loopOnly.batchHead = 0
+            let more = queue.withLock { queue -> [LoopJob] in
+                let jobs = queue.jobs
+                queue.jobs.removeAll()
+                if jobs.isEmpty && leftovers.isEmpty { queue.accepting = false }
+                return jobs
+            }
+            leftovers.append(contentsOf: more)
+            if leftovers.isEmpty { break }
+            for job in leftovers { run(job) }
+        }
+        for resource in loopOnly.resources.values {
+            resource.closeForShutdown()
+        }
+        loopOnly.resources.removeAll()
+        for timer in Array(loopOnly.armedTimers.values) {
+            disarm(timer)
+        }
+        event_del(wakeEvent)
+        event_free(wakeEvent)
+        event_del(yieldEvent)
+        event_free(yieldEvent)
+        event_base_free(base)
+        stopped.store(true, ordering: .releasing)
+    }
+
+    /// Runs everything queued so far, stops the loop, closes its resources and joins its thread.
+    ///
+    /// Call from outside the loop (joining the loop's thread from itself would deadlock). Jobs
+    /// enqueued while the loop drains still run; once it has drained, further jobs trap.
+    /// Calling it again is harmless.
+    public func shutdownGracefully() {
+        precondition(!inEventLoop, "shutdownGracefully() called on \(name)'s own thread: it would deadlock")
+        _ = enqueueIfAccepting(.stop)
+        let thread = threadBox.withLock { box -> pthread_t? in
+            defer { box = nil }
+            return box
+        }
+        if let thread {
+            pthread_join(thread, nil)
+        }
+    }
+
+    /// Whether the loop has stopped and freed its base.
+    public var isShutDown: Bool {
+        stopped.load(ordering: .acquiring)
+    }
+}
+
+/// Something a loop closes on its own thread when it shuts down (listeners, connections).
+public protocol LoopResource: AnyObject {
+    /// Closes the resource; called on the loop thread during shutdown.
+    func closeForShutdown()
+}
+
+/// A timer scheduled on an ``EventLoop``. Cancelling it guarantees its body never runs.
+public final class LoopTimer: Sendable {
+    /// The instant it fires at, on the loop's monotonic timeline.
+    public let deadline: Instant
+    fileprivate let body: @Sendable () -> Void
+    private let loop: EventLoop
+    private let cancelled = Atomic<Bool>(false)
+    // Written and read on the loop thread only.
+    nonisolated(unsafe) fileprivate var event: OpaquePointer?
+
+    fileprivate init(loop: EventLoop, deadline: Instant, body: @escaping @Sendable () -> Void) {
+        self.loop = loop
+        self.deadline = deadline
+        self.body = body
+    }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    /// Cancels the timer. Once this returns, the body will not run (from any thread).
+    public func cancel() {
+        if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
+        loop.cancel(self)
+    }
+}
+
+/// An error from the loop layer: a code, a message and the offending input.
+public struct EventLoopError: Error, Hashable, CustomStringConvertible {
+    /// What went wrong.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable { case baseCreationFailed, threadStartFailed, invalidArgument }
+        private let value: Value
+        /// libevent could not create the `event_base` or its internal events.
+        public static let baseCreationFailed = Code(value: .baseCreationFailed)
+        /// The loop's thread could not be started.
+        public static let threadStartFailed = Code(value: .threadStartFailed)
+        /// An argument was out of range.
+        public static let invalidArgument = Code(value: .invalidArgument)
+        public var description: String { "\(value)" }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A human-readable explanation.
+    public let message: String
+    /// The input that caused it.
+    public let input: String
+
+    public var description: String { "EventLoopError(\(code)): \(message) [\(input)]" }
+}
+
+// MARK: - Private machinery
+
+/// Work queued on a loop.
+private enum LoopJob: Sendable {
+    case job(UnownedJob)
+    case closure(@Sendable () -> Void)
+    case stop
+}
+
+/// The cross-thread queue, guarded by the loop's mutex.
+private struct JobQueue: ~Copyable {
+    var jobs: [LoopJob] = []
+    var wakePending = false
+    var accepting = true
+
+    init() {
+        jobs.reserveCapacity(256)
+    }
+}
+
+/// State touched only on the loop thread.
+private struct LoopThreadState {
+    var cachedNow: Instant?
+    var stopRequested = false
+    var batch: [LoopJob] = []
+    var batchHead = 0
+    var armedTimers: [ObjectIdentifier: LoopTimer] = [:]
+    var resources: [ObjectIdentifier: any LoopResource] = [:]
+}
+
+/// `evthread_use_pthreads()` must run once before any base exists (DESIGN §7).
+private enum LibeventThreading {
+    static let enabled: Bool = {
+        evthread_use_pthreads() == 0
+    }()
+
+    static func enable() {
+        precondition(enabled, "evthread_use_pthreads() failed")
+    }
+}
+
+private func eventLoopWakeCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    EventLoop.current!.runQueuedJobs()
+}
+
+private func eventLoopTimerCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    let timer = Unmanaged<LoopTimer>.fromOpaque(context!).takeUnretainedValue()
+    EventLoop.current!.fireTimer(timer)
+}
+
+extension EventLoop {
+    fileprivate func fireTimer(_ timer: LoopTimer) {
+        fire(timer)
+    }
+}
+
+extension EventLoop {
+    /// The calling thread's kernel id, for diagnostics and tests.
+    public static var currentThreadID: Int64 {
+        sluice_current_thread_id()
+    }
+}

@@ -1,0 +1,75 @@
+import SluiceCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A fixed set of ``EventLoop``s, one per core by default.
+///
+/// Connections are spread over the loops round-robin (``next()``); per-key state lives on the
+/// loop that ``loop(forKeyHash:)`` picks, so every event of one key is decided on one thread.
+public final class EventLoopGroup: Sendable {
+    /// The loops, in a fixed order.
+    public let loops: [EventLoop]
+    private let cursor = Atomic<Int>(0)
+
+    /// The number of online cores (at least 1).
+    public static var coreCount: Int {
+        max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
+    /// Starts `loopCount` loops named `<namePrefix>-<index>`.
+    ///
+    /// - Throws: ``EventLoopError`` with code `.invalidArgument` when `loopCount < 1`, or the
+    ///   error of a loop that failed to start (the loops already started are shut down).
+    public init(loopCount: Int = EventLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(EventLoopError) {
+        guard loopCount >= 1 else {
+            throw EventLoopError(code: .invalidArgument, message: "a loop group needs at least one loop", input: "\(loopCount)")
+        }
+        var loops: [EventLoop] = []
+        loops.reserveCapacity(loopCount)
+        do {
+            for index in 0..<loopCount {
+                loops.append(try EventLoop(name: "\(namePrefix)-\(index)"))
+            }
+        } catch {
+            for loop in loops { loop.shutdownGracefully() }
+            throw error
+        }
+        self.loops = loops
+    }
+
+    /// The next loop, round-robin.
+    public func next() -> EventLoop {
+        let index = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
+        return loops[Int(UInt(bitPattern: index) % UInt(loops.count))]
+    }
+
+    /// The loop that owns keys with this hash.
+    @inlinable
+    public func loop(forKeyHash hash: UInt64) -> EventLoop {
+        loops[Int(hash % UInt64(loops.count))]
+    }
+
+    /// The index of the loop that owns keys with this hash.
+    @inlinable
+    public func loopIndex(forKeyHash hash: UInt64) -> Int {
+        Int(hash % UInt64(loops.count))
+    }
+
+    /// The loop that owns `key` (by its `hashValue`, stable within one process).
+    public func loop(for key: some Hashable) -> EventLoop {
+        loop(forKeyHash: UInt64(bitPattern: Int64(key.hashValue)))
+    }
+
+    /// Shuts every loop down gracefully (see ``EventLoop/shutdownGracefully()``). Call from
+    /// outside the group's loops.
+    public func shutdownGracefully() {
+        for loop in loops { loop.shutdownGracefully() }
+    }
+}

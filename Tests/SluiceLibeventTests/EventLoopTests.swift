@@ -1,0 +1,227 @@
+import Foundation
+import SluiceCore
+import SluiceLibevent
+import Synchronization
+import Testing
+
+/// An actor whose executor is a loop.
+private actor PinnedCounter {
+    let loop: EventLoop
+    var count = 0
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    func increment() -> (threadID: Int64, onLoop: Bool, count: Int) {
+        count += 1
+        return (EventLoop.currentThreadID, loop.inEventLoop, count)
+    }
+}
+
+/// A default actor: awaiting it leaves the loop.
+private actor Elsewhere {
+    func threadID() -> Int64 { EventLoop.currentThreadID }
+}
+
+/// Runs `body` on the loop and returns its result.
+private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        loop.execute { continuation.resume(returning: body()) }
+    }
+}
+
+@Suite struct EventLoopTests {
+    @Test func actorPinnedToLoopRunsOnLoopThread() async throws {
+        let loop = try EventLoop(name: "pinned")
+        defer { loop.shutdownGracefully() }
+        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
+        let testThread = EventLoop.currentThreadID
+
+        let counter = PinnedCounter(loop: loop)
+        for expected in 1...3 {
+            let result = await counter.increment()
+            #expect(result.threadID == loopThread)
+            #expect(result.onLoop)
+            #expect(result.count == expected)
+        }
+        #expect(loopThread != testThread)
+        #expect(!loop.inEventLoop)
+    }
+
+    @Test func assumeIsolatedWorksFromLoopCallbacks() async throws {
+        let loop = try EventLoop(name: "assume")
+        defer { loop.shutdownGracefully() }
+        let counter = PinnedCounter(loop: loop)
+        let count = await onLoop(loop) {
+            counter.assumeIsolated { $0.increment().count }
+        }
+        #expect(count == 1)
+    }
+
+    @Test func taskWithLoopPreferenceResumesOnLoop() async throws {
+        let loop = try EventLoop(name: "preference")
+        defer { loop.shutdownGracefully() }
+        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
+        let elsewhere = Elsewhere()
+
+        let observed = await Task(executorPreference: loop) { () -> [Int64] in
+            var threads: [Int64] = [EventLoop.currentThreadID]
+            for _ in 0..<5 {
+                let other = await elsewhere.threadID()
+                #expect(other != loopThread)
+                threads.append(EventLoop.currentThreadID)
+                #expect(loop.inEventLoop)
+            }
+            return threads
+        }.value
+        #expect(observed.count == 6)
+        #expect(observed.allSatisfy { $0 == loopThread })
+    }
+
+    @Test func timerFiresAfterItsDelay() async throws {
+        let loop = try EventLoop(name: "timer")
+        defer { loop.shutdownGracefully() }
+        let start = EventLoop.monotonicNow()
+        let firedAt = await withCheckedContinuation { (continuation: CheckedContinuation<(Instant, Bool), Never>) in
+            loop.schedule(after: .milliseconds(30)) {
+                continuation.resume(returning: (EventLoop.monotonicNow(), loop.inEventLoop))
+            }
+        }
+        #expect(firedAt.0 - start >= .milliseconds(30))
+        #expect(firedAt.1)
+    }
+
+    @Test func cancelledTimerNeverFires() async throws {
+        let loop = try EventLoop(name: "cancel")
+        defer { loop.shutdownGracefully() }
+        let fired = Atomic<Int>(0)
+        // Cancelled from another thread, right away.
+        let early = loop.schedule(after: .milliseconds(5)) { fired.add(1, ordering: .relaxed) }
+        early.cancel()
+        // Cancelled on the loop, before its deadline.
+        await onLoop(loop) {
+            let onLoopTimer = loop.schedule(after: .milliseconds(5)) { fired.add(10, ordering: .relaxed) }
+            onLoopTimer.cancel()
+        }
+        // A later timer that is not cancelled proves time passed beyond both deadlines.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.schedule(after: .milliseconds(40)) { continuation.resume() }
+        }
+        #expect(early.isCancelled)
+        #expect(fired.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func timersFireInDeadlineOrder() async throws {
+        let loop = try EventLoop(name: "order")
+        defer { loop.shutdownGracefully() }
+        let order = Mutex<[Int]>([])
+        let base = EventLoop.monotonicNow()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            for delay in [30, 10, 20] {
+                loop.schedule(at: base + .milliseconds(Int64(delay))) {
+                    let done = order.withLock { order -> Bool in
+                        order.append(delay)
+                        return order.count == 3
+                    }
+                    if done { continuation.resume() }
+                }
+            }
+        }
+        #expect(order.withLock { $0 } == [10, 20, 30])
+    }
+
+    @Test func jobsFromFourThreadsRunOnceInOrderPerThread() async throws {
+        let loop = try EventLoop(name: "fan-in")
+        let threads = 4
+        let perThread = 10_000
+        let recorder = JobRecorder(threads: threads)
+
+        await withTaskGroup(of: Void.self) { group in
+            for thread in 0..<threads {
+                group.addTask {
+                    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                        recorder.startProducer(thread: thread, jobs: perThread, loop: loop, done: done)
+                    }
+                }
+            }
+        }
+        loop.shutdownGracefully()
+
+        let result = recorder.seen.withLock { $0 }
+        for thread in 0..<threads {
+            #expect(result[thread] == Array(0..<perThread), "thread \(thread): jobs lost, repeated or out of order")
+        }
+        #expect(recorder.offLoop.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func shutdownRunsQueuedJobsAndJoinsTheThread() async throws {
+        let loop = try EventLoop(name: "shutdown")
+        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
+        let ran = Atomic<Int>(0)
+        // Hold the loop busy so the next jobs are still queued when shutdown starts.
+        loop.execute { usleep(50_000) }
+        for _ in 0..<1_000 {
+            loop.execute { ran.add(1, ordering: .relaxed) }
+        }
+        loop.shutdownGracefully()
+
+        #expect(ran.load(ordering: .relaxed) == 1_000)
+        #expect(loop.isShutDown)
+        // The thread has been joined: the kernel no longer lists it in this process.
+        #expect(!FileManager.default.fileExists(atPath: "/proc/self/task/\(loopThread)"))
+        // Later work is refused, not silently dropped.
+        #expect(!loop.executeIfRunning {})
+        // A second shutdown is harmless.
+        loop.shutdownGracefully()
+    }
+
+    @Test func nowIsCachedWithinAnIteration() async throws {
+        let loop = try EventLoop(name: "now")
+        defer { loop.shutdownGracefully() }
+        let (first, second, fresh) = await onLoop(loop) { () -> (Instant, Instant, Instant) in
+            let first = loop.now
+            usleep(2_000)
+            return (first, loop.now, EventLoop.monotonicNow())
+        }
+        #expect(first == second)
+        #expect(fresh - first >= .milliseconds(2))
+        let later = await onLoop(loop) { loop.now }
+        #expect(later > first)
+    }
+
+    @Test func groupPicksLoopsRoundRobinAndByKey() throws {
+        let group = try EventLoopGroup(loopCount: 3, namePrefix: "group")
+        defer { group.shutdownGracefully() }
+        let picked = (0..<6).map { _ in ObjectIdentifier(group.next()) }
+        #expect(picked[0] != picked[1] && picked[1] != picked[2] && picked[0] != picked[2])
+        #expect(Array(picked[0..<3]) == Array(picked[3..<6]))
+        #expect(group.loop(for: "user42") === group.loop(for: "user42"))
+        #expect(group.loop(forKeyHash: 4) === group.loops[1])
+        #expect(throws: EventLoopError.self) { try EventLoopGroup(loopCount: 0) }
+    }
+}
+
+/// Records which jobs ran, per producing thread.
+private final class JobRecorder: Sendable {
+    let seen: Mutex<[[Int]]>
+    let offLoop = Atomic<Int>(0)
+
+    init(threads: Int) {
+        seen = Mutex(Array(repeating: [], count: threads))
+    }
+
+    /// Starts a thread that enqueues `jobs` numbered jobs onto `loop`, then resumes `done`.
+    func startProducer(thread: Int, jobs: Int, loop: EventLoop, done: CheckedContinuation<Void, Never>) {
+        let producer = Thread { [self] in
+            for sequence in 0..<jobs {
+                loop.execute {
+                    if !loop.inEventLoop { self.offLoop.add(1, ordering: .relaxed) }
+                    self.seen.withLock { $0[thread].append(sequence) }
+                }
+            }
+            done.resume()
+        }
+        producer.start()
+    }
+}
