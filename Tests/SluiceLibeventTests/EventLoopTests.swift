@@ -19,11 +19,6 @@ private actor PinnedCounter {
     }
 }
 
-/// A default actor: awaiting it leaves the loop.
-private actor Elsewhere {
-    func threadID() -> Int64 { EventLoop.currentThreadID }
-}
-
 /// Runs `body` on the loop and returns its result.
 private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
@@ -61,21 +56,32 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
 
     @Test func taskWithLoopPreferenceResumesOnLoop() async throws {
         let loop = try EventLoop(name: "preference")
-        defer { loop.shutdownGracefully() }
+        let other = try EventLoop(name: "other")
+        defer {
+            loop.shutdownGracefully()
+            other.shutdownGracefully()
+        }
         let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
-        let elsewhere = Elsewhere()
+        let otherThread = await onLoop(other) { EventLoop.currentThreadID }
+        // An actor on another loop: awaiting it really leaves this loop's thread.
+        let away = PinnedCounter(loop: other)
 
         let observed = await Task(executorPreference: loop) { () -> [Int64] in
             var threads: [Int64] = [EventLoop.currentThreadID]
             for _ in 0..<5 {
-                let other = await elsewhere.threadID()
-                #expect(other != loopThread)
+                let visited = await away.increment()
+                #expect(visited.threadID == otherThread)
                 threads.append(EventLoop.currentThreadID)
                 #expect(loop.inEventLoop)
+                // A continuation resumed from a foreign thread also brings the task back here.
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    Thread { continuation.resume() }.start()
+                }
+                threads.append(EventLoop.currentThreadID)
             }
             return threads
         }.value
-        #expect(observed.count == 6)
+        #expect(observed.count == 11)
         #expect(observed.allSatisfy { $0 == loopThread })
     }
 
