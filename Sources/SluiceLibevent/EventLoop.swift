@@ -451,7 +451,7 @@ public final class LoopTimer: Sendable {
 public struct EventLoopError: Error, Hashable, CustomStringConvertible {
     /// What went wrong.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable { case baseCreationFailed, threadStartFailed, invalidArgument }
+        private enum Value: Hashable { case baseCreationFailed, threadStartFailed, invalidArgument, bindFailed }
         private let value: Value
         /// libevent could not create the `event_base` or its internal events.
         public static let baseCreationFailed = Code(value: .baseCreationFailed)
@@ -459,6 +459,8 @@ public struct EventLoopError: Error, Hashable, CustomStringConvertible {
         public static let threadStartFailed = Code(value: .threadStartFailed)
         /// An argument was out of range.
         public static let invalidArgument = Code(value: .invalidArgument)
+        /// A listener could not bind its address (in use, not local, bad address).
+        public static let bindFailed = Code(value: .bindFailed)
         public var description: String { "\(value)" }
     }
 

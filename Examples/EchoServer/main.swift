@@ -1,1 +1,0 @@
-print("sluice-echo: not yet")

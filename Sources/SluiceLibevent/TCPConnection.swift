@@ -1,0 +1,280 @@
+import CLibevent
+import SluiceCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a server does with one connection's lines. Every method is called on the connection's
+/// loop thread.
+public protocol TCPConnectionHandler: AnyObject {
+    /// The connection is open; nothing has been read yet.
+    func connectionOpened(_ connection: TCPConnection)
+    /// A complete line arrived. `line` excludes the LF (and a CR before it) and is valid only
+    /// during the call: copy what must outlive it.
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer)
+    /// A line longer than the configured maximum arrived; it is skipped up to its LF and the
+    /// connection stays usable.
+    func connectionReceivedOverlongLine(_ connection: TCPConnection)
+    /// The connection is closed; nothing more will be read or written.
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason)
+}
+
+/// One accepted TCP connection, on a libevent bufferevent owned by its loop.
+///
+/// All methods must be called on ``loop``'s thread, except ``write(_:)-(String)`` and
+/// ``close()``, which hop there when called from elsewhere.
+public final class TCPConnection: LoopResource, CustomStringConvertible, @unchecked Sendable {
+    // @unchecked Sendable: the mutable state (bufferevent, framer, handler, flags) is touched on
+    // `loop`'s thread only — the loop-only methods assert it, and the two methods that may be
+    // called elsewhere (`write(String)`, `close()`) hop to the loop first.
+
+    /// Why a connection closed.
+    public enum CloseReason: Sendable, Hashable {
+        /// The peer closed its side.
+        case endOfStream
+        /// A socket error (errno).
+        case error(Int32)
+        /// Nothing arrived for the configured idle timeout.
+        case idleTimeout
+        /// ``close()`` was called.
+        case closedLocally
+        /// The loop shut down.
+        case shutdown
+    }
+
+    /// The loop that owns this connection.
+    public let loop: EventLoop
+    /// A process-unique id (per loop, mixed with the loop's index by the server).
+    public let id: UInt64
+    /// The peer's address, e.g. `127.0.0.1:53422`.
+    public let remoteAddress: String
+
+    private var bufferEvent: OpaquePointer?
+    private var framer: LineFramer
+    private var handler: (any TCPConnectionHandler)?
+    private let configuration: TCPConfiguration
+    private var readPausedForBackpressure = false
+    private var closeWhenFlushed = false
+    private let onClose: (TCPConnection) -> Void
+
+    /// Whether the connection is open (loop thread only).
+    public var isOpen: Bool { bufferEvent != nil }
+
+    /// Whether reading is paused because the peer is not draining our output.
+    public var isReadingPaused: Bool { readPausedForBackpressure }
+
+    init(
+        loop: EventLoop,
+        id: UInt64,
+        socket: Int32,
+        remoteAddress: String,
+        configuration: TCPConfiguration,
+        onClose: @escaping (TCPConnection) -> Void
+    ) throws(EventLoopError) {
+        loop.assertInEventLoop()
+        self.loop = loop
+        self.id = id
+        self.remoteAddress = remoteAddress
+        self.configuration = configuration
+        self.framer = LineFramer(maximumLineLength: configuration.maximumLineLength)
+        self.onClose = onClose
+        guard let bufferEvent = bufferevent_socket_new(loop.base, socket, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+            evutil_closesocket(socket)
+            throw EventLoopError(code: .baseCreationFailed, message: "bufferevent_socket_new failed", input: remoteAddress)
+        }
+        self.bufferEvent = bufferEvent
+    }
+
+    public var description: String { "TCPConnection(\(id), \(remoteAddress))" }
+
+    /// Starts reading and tells the handler the connection is open.
+    func start(handler: any TCPConnectionHandler) {
+        guard let bufferEvent else { return }
+        self.handler = handler
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        bufferevent_setcb(bufferEvent, tcpConnectionReadCallback, tcpConnectionWriteCallback, tcpConnectionEventCallback, context)
+        // The write callback runs when the output has drained to the low watermark.
+        bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), configuration.outputLowWatermark, 0)
+        if let idle = configuration.idleTimeout {
+            var tv = timeval(duration: idle)
+            bufferevent_set_timeouts(bufferEvent, &tv, nil)
+        }
+        loop.registerForShutdown(self)
+        handler.connectionOpened(self)
+        if self.bufferEvent != nil {
+            bufferevent_enable(bufferEvent, Int16(EV_READ | EV_WRITE))
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Appends `bytes` to the output (loop thread only). Returns `false` if the connection is
+    /// closed.
+    @discardableResult
+    public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        loop.assertInEventLoop()
+        guard let bufferEvent, let base = bytes.baseAddress else { return bufferEvent != nil }
+        evbuffer_add(bufferevent_get_output(bufferEvent), base, bytes.count)
+        applyBackpressure(bufferEvent)
+        return true
+    }
+
+    /// Appends `text`'s UTF-8 bytes to the output; from any thread (hops to the loop).
+    public func write(_ text: String) {
+        guard loop.inEventLoop else {
+            loop.executeIfRunning { self.write(text) }
+            return
+        }
+        var text = text
+        text.withUTF8 { _ = write(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Appends the bytes of the given buffers in order (loop thread only).
+    @discardableResult
+    public func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, _ third: UnsafeRawBufferPointer) -> Bool {
+        loop.assertInEventLoop()
+        guard let bufferEvent else { return false }
+        let output = bufferevent_get_output(bufferEvent)
+        if let base = first.baseAddress { evbuffer_add(output, base, first.count) }
+        if let base = second.baseAddress { evbuffer_add(output, base, second.count) }
+        if let base = third.baseAddress { evbuffer_add(output, base, third.count) }
+        applyBackpressure(bufferEvent)
+        return true
+    }
+
+    /// Output bytes not yet written to the socket.
+    public var pendingOutputBytes: Int {
+        guard let bufferEvent else { return 0 }
+        return evbuffer_get_length(bufferevent_get_output(bufferEvent))
+    }
+
+    private func applyBackpressure(_ bufferEvent: OpaquePointer) {
+        if !readPausedForBackpressure,
+            evbuffer_get_length(bufferevent_get_output(bufferEvent)) > configuration.outputHighWatermark
+        {
+            readPausedForBackpressure = true
+            bufferevent_disable(bufferEvent, Int16(EV_READ))
+        }
+    }
+
+    // MARK: - Closing
+
+    /// Closes the connection now; unwritten output is dropped. From any thread (hops to the
+    /// loop).
+    public func close() {
+        guard loop.inEventLoop else {
+            loop.executeIfRunning { self.close() }
+            return
+        }
+        finish(.closedLocally)
+    }
+
+    /// Stops reading and closes the connection once its output has been written.
+    public func closeAfterFlush() {
+        loop.assertInEventLoop()
+        guard let bufferEvent else { return }
+        bufferevent_disable(bufferEvent, Int16(EV_READ))
+        if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
+            finish(.closedLocally)
+        } else {
+            closeWhenFlushed = true
+            bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), 0, 0)
+        }
+    }
+
+    public func closeForShutdown() {
+        finish(.shutdown)
+    }
+
+    private func finish(_ reason: CloseReason) {
+        guard let bufferEvent else { return }
+        self.bufferEvent = nil
+        bufferevent_free(bufferEvent)
+        loop.unregisterForShutdown(self)
+        let handler = self.handler
+        self.handler = nil
+        onClose(self)
+        handler?.connectionClosed(self, reason: reason)
+    }
+
+    // MARK: - Callbacks (loop thread)
+
+    fileprivate func readable() {
+        guard let bufferEvent else { return }
+        let input = bufferevent_get_input(bufferEvent)
+        // A window of at least one overlong line, so the framer can always make progress, and
+        // not the whole buffer, so a huge line is not copied again on every read.
+        let window = max(64 << 10, framer.overlongThreshold)
+        while self.bufferEvent != nil, !readPausedForBackpressure {
+            let available = evbuffer_get_length(input)
+            if available == 0 { break }
+            let size = min(available, window)
+            guard let start = evbuffer_pullup(input, size) else { break }
+            let bytes = UnsafeRawBufferPointer(start: start, count: size)
+            let consumed = framer.consume(bytes) { event in
+                guard let handler = self.handler else { return false }
+                switch event {
+                case .line(let line):
+                    handler.connection(self, received: line)
+                case .overlong:
+                    handler.connectionReceivedOverlongLine(self)
+                }
+                return self.bufferEvent != nil && !self.readPausedForBackpressure
+            }
+            guard self.bufferEvent != nil else { return }
+            evbuffer_drain(input, consumed)
+            if consumed == 0 { break }
+        }
+    }
+
+    fileprivate func writable() {
+        guard let bufferEvent else { return }
+        let pending = evbuffer_get_length(bufferevent_get_output(bufferEvent))
+        if closeWhenFlushed {
+            if pending == 0 { finish(.closedLocally) }
+            return
+        }
+        if readPausedForBackpressure, pending <= configuration.outputLowWatermark {
+            readPausedForBackpressure = false
+            bufferevent_enable(bufferEvent, Int16(EV_READ))
+            // Lines may already be buffered: handle them now rather than wait for more input.
+            readable()
+        }
+    }
+
+    fileprivate func event(_ what: Int16) {
+        let what = Int32(what)
+        if what & BEV_EVENT_TIMEOUT != 0 {
+            finish(.idleTimeout)
+        } else if what & BEV_EVENT_EOF != 0 {
+            finish(.endOfStream)
+        } else if what & BEV_EVENT_ERROR != 0 {
+            finish(.error(errno))
+        }
+    }
+}
+
+extension timeval {
+    /// A `timeval` holding `duration` (microsecond resolution).
+    init(duration: Duration) {
+        let nanoseconds = duration.nanosecondsClamped
+        self.init(tv_sec: Int(nanoseconds / 1_000_000_000), tv_usec: Int((nanoseconds % 1_000_000_000) / 1_000))
+    }
+}
+
+private func tcpConnectionReadCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().readable()
+}
+
+private func tcpConnectionWriteCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().writable()
+}
+
+private func tcpConnectionEventCallback(_ bufferEvent: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().event(what)
+}

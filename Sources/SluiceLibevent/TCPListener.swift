@@ -1,0 +1,165 @@
+import CLibevent
+import SluiceCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A listening socket on one loop: accepts connections and hands each to a handler.
+///
+/// Several listeners (one per loop) share a port through `SO_REUSEPORT`; the kernel spreads
+/// new connections over them.
+final class TCPListener: LoopResource, @unchecked Sendable {
+    // @unchecked Sendable: created, used and freed on `loop`'s thread only (TCPServer hops there
+    // for every call); the reference itself is only carried across threads.
+
+    let loop: EventLoop
+    let loopIndex: Int
+    private var listener: OpaquePointer?
+    private let configuration: TCPConfiguration
+    private let makeHandler: @Sendable (TCPConnection) -> any TCPConnectionHandler
+    private var acceptedCount: UInt64 = 0
+    private(set) var openConnections = 0
+    /// The port actually bound.
+    let port: Int
+
+    init(
+        loop: EventLoop,
+        loopIndex: Int,
+        port: Int,
+        configuration: TCPConfiguration,
+        makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
+    ) throws(EventLoopError) {
+        loop.assertInEventLoop()
+        self.loop = loop
+        self.loopIndex = loopIndex
+        self.configuration = configuration
+        self.makeHandler = makeHandler
+
+        var storage = sockaddr_storage()
+        let length = try Self.parse(host: configuration.host, port: port, into: &storage)
+        let flags = LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        let listener = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                evconnlistener_new_bind(
+                    loop.base, nil, nil, UInt32(flags), Int32(configuration.backlog), address, length)
+            }
+        }
+        guard let listener else {
+            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
+            throw EventLoopError(
+                code: .bindFailed, message: "cannot listen: \(reason)", input: "\(configuration.host):\(port)")
+        }
+        self.listener = listener
+        self.port = Self.boundPort(of: evconnlistener_get_fd(listener))
+        evconnlistener_set_cb(listener, tcpListenerAcceptCallback, Unmanaged.passUnretained(self).toOpaque())
+        loop.registerForShutdown(self)
+    }
+
+    /// Stops accepting; open connections stay open.
+    func close() {
+        loop.assertInEventLoop()
+        guard let listener else { return }
+        self.listener = nil
+        evconnlistener_free(listener)
+        loop.unregisterForShutdown(self)
+    }
+
+    func closeForShutdown() {
+        close()
+    }
+
+    fileprivate func accept(socket: Int32, address: UnsafeMutablePointer<sockaddr>?) {
+        var one: Int32 = 1
+        setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        acceptedCount += 1
+        let id = acceptedCount << 8 | UInt64(loopIndex & 0xFF)
+        let connection: TCPConnection
+        do {
+            connection = try TCPConnection(
+                loop: loop, id: id, socket: socket, remoteAddress: Self.describe(address),
+                configuration: configuration,
+                onClose: { [unowned self] _ in self.openConnections -= 1 })
+        } catch {
+            return
+        }
+        openConnections += 1
+        connection.start(handler: makeHandler(connection))
+    }
+
+    // MARK: - Addresses
+
+    private static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(EventLoopError) -> Int32 {
+        let literal = host == "localhost" ? "127.0.0.1" : host
+        // libevent refuses port 0 in the text: parse with a placeholder, then set the port.
+        let text = literal.contains(":") ? "[\(literal)]:1" : "\(literal):1"
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                evutil_parse_sockaddr_port(text, address, &length)
+            }
+        }
+        guard result == 0 else {
+            throw EventLoopError(code: .invalidArgument, message: "not an IP address literal or localhost", input: host)
+        }
+        let family = Int32(storage.ss_family)
+        withUnsafeMutablePointer(to: &storage) { pointer in
+            if family == AF_INET6 {
+                pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_port = UInt16(port).bigEndian }
+            } else {
+                pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port = UInt16(port).bigEndian }
+            }
+        }
+        return length
+    }
+
+    private static func boundPort(of socket: Int32) -> Int {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        return port(of: &storage)
+    }
+
+    private static func port(of storage: inout sockaddr_storage) -> Int {
+        let family = Int32(storage.ss_family)
+        return withUnsafePointer(to: &storage) { pointer in
+            if family == AF_INET6 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+    }
+
+    private static func describe(_ address: UnsafeMutablePointer<sockaddr>?) -> String {
+        guard let address else { return "?" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        func decoded() -> String {
+            String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        if Int32(address.pointee.sa_family) == AF_INET6 {
+            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { ipv6 in
+                var ip = ipv6.pointee.sin6_addr
+                inet_ntop(AF_INET6, &ip, &text, socklen_t(text.count))
+                return "[\(decoded())]:\(UInt16(bigEndian: ipv6.pointee.sin6_port))"
+            }
+        }
+        return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { ipv4 in
+            var ip = ipv4.pointee.sin_addr
+            inet_ntop(AF_INET, &ip, &text, socklen_t(text.count))
+            return "\(decoded()):\(UInt16(bigEndian: ipv4.pointee.sin_port))"
+        }
+    }
+}
+
+private func tcpListenerAcceptCallback(
+    _ listener: OpaquePointer?, _ socket: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: Int32,
+    _ context: UnsafeMutableRawPointer?
+) {
+    Unmanaged<TCPListener>.fromOpaque(context!).takeUnretainedValue().accept(socket: socket, address: address)
+}

@@ -1,0 +1,76 @@
+import SluiceCore
+
+/// A TCP line server on every loop of a group: one listener per loop on the same port
+/// (`SO_REUSEPORT`), connections on bufferevents, lines framed by ``LineFramer``.
+///
+/// ```swift
+/// let server = try await TCPServer.bind(group: group, configuration: .init(port: 7070)) { _ in
+///     EchoHandler()
+/// }
+/// ```
+public final class TCPServer: Sendable {
+    /// The loops this server listens on.
+    public let group: EventLoopGroup
+    /// The configuration it was bound with.
+    public let configuration: TCPConfiguration
+    /// The port actually bound (differs from the configuration's when that was 0).
+    public let port: Int
+    private let listeners: [TCPListener]
+
+    private init(group: EventLoopGroup, configuration: TCPConfiguration, port: Int, listeners: [TCPListener]) {
+        self.group = group
+        self.configuration = configuration
+        self.port = port
+        self.listeners = listeners
+    }
+
+    /// Binds a listener on every loop of `group`. `makeHandler` runs on the accepting loop's
+    /// thread, once per connection.
+    ///
+    /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
+    ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
+    public static func bind(
+        group: EventLoopGroup,
+        configuration: TCPConfiguration,
+        makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
+    ) async throws -> TCPServer {
+        try configuration.validate()
+        var listeners: [TCPListener] = []
+        var port = configuration.port
+        do {
+            for (index, loop) in group.loops.enumerated() {
+                let boundPort = port
+                let listener = try await loop.submit { () throws(EventLoopError) -> TCPListener in
+                    try TCPListener(
+                        loop: loop, loopIndex: index, port: boundPort, configuration: configuration,
+                        makeHandler: makeHandler)
+                }
+                listeners.append(listener)
+                // With port 0 the first listener picks the port; the others share it.
+                port = listener.port
+            }
+        } catch {
+            for listener in listeners {
+                await listener.loop.submit { listener.close() }
+            }
+            throw error
+        }
+        return TCPServer(group: group, configuration: configuration, port: port, listeners: listeners)
+    }
+
+    /// Stops accepting new connections; open connections stay open.
+    public func stopAccepting() async {
+        for listener in listeners {
+            await listener.loop.submit { listener.close() }
+        }
+    }
+
+    /// The number of open connections, over all loops.
+    public func connectionCount() async -> Int {
+        var total = 0
+        for listener in listeners {
+            total += await listener.loop.submit { listener.openConnections }
+        }
+        return total
+    }
+}

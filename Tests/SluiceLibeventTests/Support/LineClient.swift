@@ -1,0 +1,98 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A blocking TCP line client for tests: connect, send bytes, read LF-terminated lines with a
+/// timeout.
+final class LineClient: @unchecked Sendable {
+    // @unchecked Sendable: `send` touches only the socket, which the kernel serialises; the
+    // read buffer belongs to whichever single thread reads. Tests send from one thread while
+    // reading on another.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private let socket: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5) throws {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            throw Failure(description: "connect to \(host):\(port) failed: errno \(errno)")
+        }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        self.socket = fd
+    }
+
+    deinit {
+        Glibc.close(socket)
+    }
+
+    /// Sends all of `text`'s bytes.
+    func send(_ text: String) throws {
+        try send(Array(text.utf8))
+    }
+
+    /// Sends all of `bytes`.
+    func send(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(description: "send failed: errno \(errno)") }
+            sent += n
+        }
+    }
+
+    /// Reads one line (without its LF); throws on timeout or end of stream.
+    func readLine() throws -> String {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            guard try fill() else { throw Failure(description: "end of stream before a full line") }
+        }
+    }
+
+    /// Reads `count` lines.
+    func readLines(_ count: Int) throws -> [String] {
+        try (0..<count).map { _ in try readLine() }
+    }
+
+    /// Whether the server closed the connection (reads until end of stream or timeout).
+    func waitForClose() throws -> Bool {
+        while try fill() {}
+        return true
+    }
+
+    /// Half-closes the sending side.
+    func shutdownWrite() {
+        Glibc.shutdown(socket, Int32(SHUT_WR))
+    }
+
+    /// Reads what is available into the buffer; false at end of stream.
+    private func fill() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        let n = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        if n == 0 { return false }
+        guard n > 0 else { throw Failure(description: "recv failed or timed out: errno \(errno)") }
+        buffer.append(contentsOf: chunk[..<n])
+        return true
+    }
+}

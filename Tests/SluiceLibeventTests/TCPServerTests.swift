@@ -1,0 +1,187 @@
+import Foundation
+import SluiceCore
+import SluiceLibevent
+import Synchronization
+import Testing
+
+/// What the test echo handlers observed, across loops.
+private final class Observations: Sendable {
+    let pausedForBackpressure = Atomic<Bool>(false)
+    let closeReasons = Mutex<[TCPConnection.CloseReason]>([])
+    let opened = Atomic<Int>(0)
+}
+
+/// Echoes lines; reports an overlong line the way sluice-echo does.
+private final class TestEchoHandler: TCPConnectionHandler {
+    let observations: Observations
+    init(observations: Observations) { self.observations = observations }
+
+    func connectionOpened(_ connection: TCPConnection) {
+        observations.opened.add(1, ordering: .relaxed)
+    }
+
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+        var reply = Array(line)
+        reply.append(0x0A)
+        reply.withUnsafeBytes { _ = connection.write($0) }
+        if connection.isReadingPaused {
+            observations.pausedForBackpressure.store(true, ordering: .relaxed)
+        }
+    }
+
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {
+        connection.write("- ERR line-too-long\n")
+    }
+
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
+        observations.closeReasons.withLock { $0.append(reason) }
+    }
+}
+
+/// Starts an echo server on a fresh group, runs `body`, then shuts everything down.
+private func withEchoServer(
+    loops: Int = 2,
+    configure: (inout TCPConfiguration) -> Void = { _ in },
+    _ body: (TCPServer, Observations) async throws -> Void
+) async throws {
+    let group = try EventLoopGroup(loopCount: loops, namePrefix: "tcp-test")
+    var configuration = TCPConfiguration(port: 0)
+    configure(&configuration)
+    let observations = Observations()
+    do {
+        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in
+            TestEchoHandler(observations: observations)
+        }
+        try await body(server, observations)
+    } catch {
+        group.shutdownGracefully()
+        throw error
+    }
+    group.shutdownGracefully()
+}
+
+@Suite struct TCPServerTests {
+    @Test func echoesLinesOverRealSockets() async throws {
+        try await withEchoServer { server, _ in
+            let client = try LineClient(port: server.port)
+            try client.send("hello\r\nworld\n\nlast\n")
+            #expect(try client.readLines(4) == ["hello", "world", "", "last"])
+        }
+    }
+
+    @Test func manyConnectionsOverEveryLoop() async throws {
+        try await withEchoServer(loops: 2) { server, observations in
+            let clients = try (0..<20).map { _ in try LineClient(port: server.port) }
+            for (index, client) in clients.enumerated() {
+                try client.send("client \(index) a\nclient \(index) b\n")
+            }
+            for (index, client) in clients.enumerated() {
+                #expect(try client.readLines(2) == ["client \(index) a", "client \(index) b"])
+            }
+            #expect(await server.connectionCount() == 20)
+            let opened = observations.opened.load(ordering: .relaxed)
+            #expect(opened == 20)
+        }
+    }
+
+    @Test func oneMebibyteLineWithoutLFGetsAnErrorAndTheConnectionStaysUsable() async throws {
+        try await withEchoServer { server, _ in
+            let client = try LineClient(port: server.port)
+            try client.send("before\n")
+            #expect(try client.readLine() == "before")
+            // No LF yet: the error must come as soon as the line is known to be too long.
+            try client.send([UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20))
+            #expect(try client.readLine() == "- ERR line-too-long")
+            // The rest of the long line is skipped up to its LF; the next line is echoed.
+            try client.send(String(repeating: "y", count: 10_000) + "\nnext\n")
+            #expect(try client.readLine() == "next")
+        }
+    }
+
+    @Test func maximumLineLengthIsConfigurable() async throws {
+        try await withEchoServer(configure: { $0.maximumLineLength = 4 }) { server, _ in
+            let client = try LineClient(port: server.port)
+            try client.send("1234\n12345\nok\n")
+            #expect(try client.readLines(3) == ["1234", "- ERR line-too-long", "ok"])
+        }
+    }
+
+    @Test func stopsReadingWhenThePeerDoesNotDrainAndResumes() async throws {
+        try await withEchoServer(configure: {
+            $0.outputHighWatermark = 64 << 10
+            $0.outputLowWatermark = 16 << 10
+        }) { server, observations in
+            let client = try LineClient(port: server.port, timeoutSeconds: 10)
+            let line = String(repeating: "z", count: 1000)
+            let lines = 4_000  // ~4 MB of echoes, far above what the socket buffers hold
+            // Send everything from another thread without reading: the server must stop reading
+            // once its output passes the high watermark, or it would buffer without bound.
+            let sendFailure = Mutex<(any Error)?>(nil)
+            let sender = Thread {
+                do {
+                    for index in 0..<lines {
+                        try client.send("\(index) \(line)\n")
+                    }
+                } catch {
+                    sendFailure.withLock { $0 = error }
+                }
+            }
+            sender.start()
+            var received = 0
+            while received < lines {
+                let reply = try client.readLine()
+                #expect(reply == "\(received) \(line)")
+                received += 1
+            }
+            #expect(sendFailure.withLock { $0 } == nil)
+            let paused = observations.pausedForBackpressure.load(ordering: .relaxed)
+            #expect(paused)
+        }
+    }
+
+    @Test func idleConnectionsAreClosed() async throws {
+        try await withEchoServer(configure: { $0.idleTimeout = .milliseconds(100) }) { server, observations in
+            let client = try LineClient(port: server.port)
+            try client.send("ping\n")
+            #expect(try client.readLine() == "ping")
+            #expect(try client.waitForClose())
+            #expect(observations.closeReasons.withLock { $0 } == [.idleTimeout])
+        }
+    }
+
+    @Test func peerCloseIsReported() async throws {
+        try await withEchoServer { server, observations in
+            do {
+                let client = try LineClient(port: server.port)
+                try client.send("bye\n")
+                #expect(try client.readLine() == "bye")
+            }
+            // The client is gone; wait until the server has seen it.
+            for _ in 0..<200 where await server.connectionCount() > 0 {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(await server.connectionCount() == 0)
+            #expect(observations.closeReasons.withLock { $0 } == [.endOfStream])
+        }
+    }
+
+    @Test func badConfigurationAndAddressesAreRefused() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdownGracefully() }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPServer.bind(group: group, configuration: .init(host: "not-an-ip", port: 0)) { _ in
+                TestEchoHandler(observations: Observations())
+            }
+        }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPServer.bind(group: group, configuration: .init(port: 70_000)) { _ in
+                TestEchoHandler(observations: Observations())
+            }
+        }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPServer.bind(group: group, configuration: .init(host: "192.0.2.1", port: 0)) { _ in
+                TestEchoHandler(observations: Observations())
+            }
+        }
+    }
+}
