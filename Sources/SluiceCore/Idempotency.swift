@@ -56,11 +56,8 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
             break
         case .inFlight(let stored, let owner, let leaseEnd):
             if t >= leaseEnd {
-                guard stored == fingerprint else {
-                    // The dead owner's record no longer protects anything: the new payload wins.
-                    self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: t.saturatingAdd(options.leaseNanos))
-                    return .execute(takeover: owner)
-                }
+                // The owner is presumed dead: its record no longer protects anything, whatever the
+                // new request's fingerprint.
                 self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: t.saturatingAdd(options.leaseNanos))
                 return .execute(takeover: owner)
             }

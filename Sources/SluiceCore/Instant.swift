@@ -21,6 +21,7 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The origin of the timeline.
     public static let zero = Instant(nanoseconds: 0)
 
+    /// Whether `lhs` comes before `rhs`.
     @inlinable
     public static func < (lhs: Instant, rhs: Instant) -> Bool {
         lhs.nanoseconds < rhs.nanoseconds
