@@ -17,6 +17,9 @@ let package = Package(
         .library(name: "SluiceTesting", targets: ["SluiceTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
+        .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
+        .library(name: "SluicePayment", targets: ["SluicePayment"]),
+        .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
     ],
     dependencies: [
@@ -57,11 +60,16 @@ let package = Package(
             ]
         ),
 
+        // MARK: Plugins
+        .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
+        .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
+        .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
+
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice",
+                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
