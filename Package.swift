@@ -15,6 +15,7 @@ let package = Package(
     products: [
         .library(name: "SluiceCore", targets: ["SluiceCore"]),
         .library(name: "SluiceTesting", targets: ["SluiceTesting"]),
+        .library(name: "SluicePluginTesting", targets: ["SluicePluginTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
         .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
@@ -60,6 +61,11 @@ let package = Package(
             ]
         ),
 
+        .target(
+            name: "SluicePluginTesting",
+            dependencies: ["Sluice", "SluiceTesting"]
+        ),
+
         // MARK: Plugins
         .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
         .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
@@ -79,6 +85,7 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .target(name: "SluiceTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "SluiceCoreTests",
             dependencies: [
@@ -89,7 +96,14 @@ let package = Package(
         ),
         .testTarget(
             name: "SluiceLibeventTests",
-            dependencies: ["SluiceLibevent", "SluiceCore"]
+            dependencies: ["SluiceLibevent", "SluiceCore", "SluiceTestSupport"]
+        ),
+        .testTarget(
+            name: "SluiceTests",
+            dependencies: [
+                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluicePluginTesting",
+                "SluiceTestSupport",
+            ]
         ),
     ]
 )

@@ -72,7 +72,7 @@ public final class GateServer: Service, Sendable {
             await shard.loop.submit { shard.assumeIsolated { $0.startSweeping() } }
         }
         let server = try await TCPServer.bind(group: group, configuration: configuration.tcp) { [self] connection in
-            GateConnectionHandler(server: self, connection: connection)
+            GateSession(server: self, connection: connection)
         }
         bound.withLock { $0 = server }
         logger.info(
@@ -115,6 +115,12 @@ public final class GateServer: Service, Sendable {
         await drain()
         group.shutdownGracefully()
         logger.info("stopped")
+    }
+
+    /// A protocol session over another transport (tests, embedding): feed it lines on the
+    /// transport's loop. Call ``GateSession/opened()`` first and ``GateSession/closed()`` last.
+    public func makeSession(transport: any SessionTransport) -> GateSession {
+        GateSession(server: self, connection: transport)
     }
 
     // MARK: - State shared with the connections

@@ -1,5 +1,6 @@
 import Foundation
 import SluiceCore
+import SluiceTestSupport
 import SluiceLibevent
 import Synchronization
 import Testing

@@ -1,60 +1,88 @@
 import SluiceCore
 import SluiceLibevent
 
-/// One connection's side of the line protocol: parses each line, answers `PING` and `ECHO` on
-/// the spot, and hands plugin verbs to the shard that owns their key — synchronously when that
+/// Where a ``GateSession`` writes: a TCP connection, or a test's collector.
+///
+/// Called on ``loop``'s thread only.
+public protocol SessionTransport: AnyObject, Sendable {
+    /// The loop the session runs on.
+    var loop: EventLoop { get }
+    /// A process-unique id for the session.
+    var id: UInt64 { get }
+    /// Appends reply bytes; returns `false` when the transport is closed.
+    @discardableResult
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Closes once everything written so far has been sent.
+    func closeAfterFlush()
+}
+
+extension TCPConnection: SessionTransport {}
+
+/// One client's side of the line protocol: parses each line, answers `PING` and `ECHO` on the
+/// spot, and hands plugin verbs to the shard that owns their key — synchronously when that
 /// shard is on this loop, with one hop otherwise.
-final class GateConnectionHandler: TCPConnectionHandler, ReplySink, @unchecked Sendable {
+///
+/// Feed it lines on its transport's loop; ``GateServer`` does so for every TCP connection, and
+/// ``GateServer/makeSession(transport:)`` lets tests and other transports do the same.
+public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Sendable {
     // @unchecked Sendable: it is the reply sink of the requests it routes, which may reply from
-    // another loop; `send(line:)` hops to this connection's loop before touching any state, and
-    // everything else runs on that loop (libevent callbacks).
+    // another loop; `send(line:)` hops to the transport's loop before touching any state, and
+    // everything else runs on that loop.
 
     private let server: GateServer
-    private let connection: TCPConnection
+    private let connection: any SessionTransport
     /// Requests routed elsewhere whose reply has not been written yet.
     private var outstanding = 0
     /// The peer half-closed: close once the outstanding replies are written.
-    private var inputEnded = false
+    private var inputHasEnded = false
     private var echoLimit: RateLimitState
     /// Reply bytes are assembled here, then written with one call.
     private var scratch: [UInt8] = []
 
-    init(server: GateServer, connection: TCPConnection) {
+    init(server: GateServer, connection: any SessionTransport) {
         self.server = server
         self.connection = connection
         self.echoLimit = RateLimitState()
         scratch.reserveCapacity(256)
     }
 
-    func connectionOpened(_ connection: TCPConnection) {
+    // MARK: - Input
+
+    /// The session opened (counted in `STATS` as a connection).
+    public func opened() {
         server.connectionOpened()
     }
 
-    func connectionInputEnded(_ connection: TCPConnection) {
-        inputEnded = true
+    /// The client will send nothing more: close once the pending replies are written.
+    public func inputEnded() {
+        inputHasEnded = true
         if outstanding == 0 { connection.closeAfterFlush() }
     }
 
+    /// The session closed: its connection-scoped effects are cancelled.
+    public func closed() {
+        server.connectionClosed(connection.id)
+    }
+
+    /// A line longer than the maximum arrived.
+    public func receivedOverlongLine() {
+        send(Self.lineTooLong)
+    }
+
     /// Writes the reply of a routed request (from any loop).
-    func send(line: String) {
+    public func send(line: String) {
         guard connection.loop.inEventLoop else {
             connection.loop.executeIfRunning { self.send(line: line) }
             return
         }
-        connection.write(line + "\n")
+        var text = line + "\n"
+        text.withUTF8 { _ = connection.write(UnsafeRawBufferPointer($0)) }
         outstanding -= 1
-        if inputEnded && outstanding == 0 { connection.closeAfterFlush() }
+        if inputHasEnded && outstanding == 0 { connection.closeAfterFlush() }
     }
 
-    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
-        server.connectionClosed(connection.id)
-    }
-
-    func connectionReceivedOverlongLine(_ connection: TCPConnection) {
-        send(Self.lineTooLong)
-    }
-
-    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+    /// Handles one request line (without its LF).
+    public func received(line: UnsafeRawBufferPointer) {
         server.countRequest()
         let parsed: RequestLine.Parsed
         switch RequestLine.parse(line) {
@@ -204,6 +232,16 @@ final class GateConnectionHandler: TCPConnectionHandler, ReplySink, @unchecked S
     private static let usageEcho: [UInt8] = Array("ERR usage ECHO\n".utf8)
     private static let usageCancel: [UInt8] = Array("ERR usage CANCEL\n".utf8)
     private static let usageStats: [UInt8] = Array("ERR usage STATS\n".utf8)
+}
+
+// MARK: - As a TCP connection's handler
+
+extension GateSession {
+    public func connectionOpened(_ connection: TCPConnection) { opened() }
+    public func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) { received(line: line) }
+    public func connectionReceivedOverlongLine(_ connection: TCPConnection) { receivedOverlongLine() }
+    public func connectionInputEnded(_ connection: TCPConnection) { inputEnded() }
+    public func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) { closed() }
 }
 
 extension RequestLine {
