@@ -75,6 +75,20 @@ public final class LineClient: @unchecked Sendable {
         try (0..<count).map { _ in try readLine() }
     }
 
+    /// Reads up to `count` lines, stopping early (without an error) at a timeout.
+    public func readLines(_ count: Int, orUntilTimeout: Bool) throws -> [String] {
+        var lines: [String] = []
+        while lines.count < count {
+            do {
+                lines.append(try readLine())
+            } catch {
+                if orUntilTimeout { break }
+                throw error
+            }
+        }
+        return lines
+    }
+
     /// Whether the server closed the connection (reads until end of stream or timeout).
     public func waitForClose() throws -> Bool {
         while try fill() {}
