@@ -53,15 +53,16 @@ public struct KeyTableStats: Hashable, Sendable {
 /// A hash table from full keys to small per-key states, with a fixed capacity, an intrusive
 /// least-recently-used list and lazy plus incremental expiry (DESIGN §4).
 ///
-/// Layout: one dense array of entries — key, state, 32-bit hash and the LRU links (`prev`, `next`,
-/// `Int32` indices) side by side, so a lookup touches one entry — reserved at full capacity up front
-/// (pages are only touched as entries are added), and an open-addressing index of `Int32` slots
-/// with linear probing, allocated at full size up front (a power of two, at least twice the
-/// capacity): it is at most half full and the table never rehashes — no pause on the loop thread,
-/// no freed old index left behind in the heap. Removal moves the last entry into the hole, so the
-/// array stays dense. Per entry this costs `stride(Entry) + 8…16` bytes (index slots), where
-/// `Entry` is the key, the state and 12 bytes: 56 bytes for a `String` key of ≤ 15 UTF-8 bytes (stored
-/// inline) and a ``ThrottleState``. Keys are compared in full; the hash only chooses the slot.
+/// Layout (struct of arrays, all indices `Int32`): `keys`, `values`, a 32-bit hash per entry and
+/// LRU links (`prev`, `next`) live in dense arrays reserved at full capacity up front (pages are only
+/// touched as entries are added); an open-addressing index of `Int32` slots with linear probing is
+/// allocated at full size up front (a power of two, at least twice the capacity), so it is at most
+/// half full and the table never rehashes — no pause on the loop thread, no freed old index left
+/// behind in the heap. Removal moves the last entry into the hole, so the arrays stay dense. Per
+/// entry this costs
+/// `stride(Key) + stride(Value) + 4 (hash) + 8 (links) + 8…16 (index slots)` bytes:
+/// 68 bytes for `String` keys of ≤ 15 UTF-8 bytes and a ``ThrottleState``. Keys are compared in
+/// full; the hash only chooses the slot.
 ///
 /// When the table is full, inserting a key first drops the least recently used entry if it is idle;
 /// otherwise it evicts it (``WhenFull/evictLeastRecentlyUsed``, for throttle and rate tables) or, after
@@ -97,26 +98,19 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         }
     }
 
-    /// One key with its state, its hash and its place in the LRU list.
-    @usableFromInline struct Entry {
-        @usableFromInline var key: Key
-        @usableFromInline var value: Value
-        @usableFromInline var hash: UInt32
-        /// Towards the most recently used end, or -1.
+    @usableFromInline struct Links: Sendable {
         @usableFromInline var prev: Int32
-        /// Towards the least recently used end, or -1.
         @usableFromInline var next: Int32
-
-        @inlinable init(key: Key, value: Value, hash: UInt32) {
-            self.key = key
-            self.value = value
-            self.hash = hash
-            self.prev = -1
-            self.next = -1
+        @inlinable init(prev: Int32, next: Int32) {
+            self.prev = prev
+            self.next = next
         }
     }
 
-    @usableFromInline var entries: ContiguousArray<Entry>
+    @usableFromInline var keys: ContiguousArray<Key>
+    @usableFromInline var values: ContiguousArray<Value>
+    @usableFromInline var hashes: ContiguousArray<UInt32>
+    @usableFromInline var links: ContiguousArray<Links>
     @usableFromInline var slots: ContiguousArray<Int32>
     @usableFromInline var mask: Int
     /// Most recently used entry, or -1.
@@ -140,14 +134,15 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Estimated bytes per entry at full capacity with the smallest index (twice the capacity);
     /// see the type's documentation.
     public static var estimatedBytesPerEntry: Int {
-        MemoryLayout<Entry>.stride + 2 * MemoryLayout<Int32>.stride
+        MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + 8
     }
 
     /// Estimated bytes of a table of `capacity` entries once full: the entries plus the index (which
     /// is allocated, and touched, when the table is created). Heap storage owned by keys (long
     /// strings) is not included.
     public static func estimatedBytes(capacity: Int) -> Int {
-        capacity * MemoryLayout<Entry>.stride + indexBytes(capacity: capacity)
+        capacity * (MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride)
+            + indexBytes(capacity: capacity)
     }
 
     /// The largest capacity whose estimated bytes (entries at full capacity plus the index) fit the
@@ -155,8 +150,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public static func capacity(for budget: MemoryBudget) -> Int {
         var capacity = Swift.min(budget.entries ?? maximumCapacity, maximumCapacity)
         if let bytes = budget.bytes {
-            let perEntry = MemoryLayout<Entry>.stride + budget.extraBytesPerKey
-            // Largest c with c × perEntry + index bytes ≤ bytes.
+            let perEntry = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4
+                + MemoryLayout<Links>.stride + budget.extraBytesPerKey
+            // Largest c with c × perEntry + peak index bytes ≤ bytes.
             var low = 0
             var high = Swift.min(capacity, bytes / Swift.max(1, perEntry))
             while low < high {
@@ -193,8 +189,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         }
         self.capacity = capacity
         self.whenFull = whenFull
-        entries = []
-        entries.reserveCapacity(capacity)
+        keys = []
+        values = []
+        hashes = []
+        links = []
+        keys.reserveCapacity(capacity)
+        values.reserveCapacity(capacity)
+        hashes.reserveCapacity(capacity)
+        links.reserveCapacity(capacity)
         let slotCount = Self.slotCount(for: capacity)
         slots = ContiguousArray(repeating: -1, count: slotCount)
         mask = slotCount - 1
@@ -220,11 +222,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     /// The number of keys held (idle ones included until they are dropped).
     @inlinable
-    public var count: Int { entries.count }
+    public var count: Int { keys.count }
 
     /// Whether the table holds no key.
     @inlinable
-    public var isEmpty: Bool { entries.isEmpty }
+    public var isEmpty: Bool { keys.isEmpty }
 
     @inlinable
     static func hash(_ key: Key) -> UInt32 {
@@ -235,12 +237,12 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @inlinable
     func probe(_ key: Key, hash: UInt32) -> (position: Int, entry: Int32) {
         slots.withUnsafeBufferPointer { slots in
-            entries.withUnsafeBufferPointer { entries in
+            hashes.withUnsafeBufferPointer { hashes in
                 var position = Int(hash) & mask
                 while true {
                     let entry = slots[position]
                     if entry < 0 { return (position, -1) }
-                    if entries[Int(entry)].hash == hash && entries[Int(entry)].key == key { return (position, entry) }
+                    if hashes[Int(entry)] == hash && keys[Int(entry)] == key { return (position, entry) }
                     position = (position &+ 1) & mask
                 }
             }
@@ -257,14 +259,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// The state at `index`.
     @inlinable
     public subscript(index: Index) -> Value {
-        get { entries[Int(index.raw)].value }
-        _modify { yield &entries[Int(index.raw)].value }
+        get { values[Int(index.raw)] }
+        _modify { yield &values[Int(index.raw)] }
     }
 
     /// The key at `index`.
     @inlinable
     public func key(at index: Index) -> Key {
-        entries[Int(index.raw)].key
+        keys[Int(index.raw)]
     }
 
     /// Marks the entry as most recently used.
@@ -278,17 +280,15 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     @inlinable
     mutating func unlink(_ entry: Int32) {
-        let prev = entries[Int(entry)].prev
-        let next = entries[Int(entry)].next
-        if prev >= 0 { entries[Int(prev)].next = next } else { head = next }
-        if next >= 0 { entries[Int(next)].prev = prev } else { tail = prev }
+        let link = links[Int(entry)]
+        if link.prev >= 0 { links[Int(link.prev)].next = link.next } else { head = link.next }
+        if link.next >= 0 { links[Int(link.next)].prev = link.prev } else { tail = link.prev }
     }
 
     @inlinable
     mutating func pushFront(_ entry: Int32) {
-        entries[Int(entry)].prev = -1
-        entries[Int(entry)].next = head
-        if head >= 0 { entries[Int(head)].prev = entry } else { tail = entry }
+        links[Int(entry)] = Links(prev: -1, next: head)
+        if head >= 0 { links[Int(head)].prev = entry } else { tail = entry }
         head = entry
     }
 
@@ -308,8 +308,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         if entry >= 0 {
             let index = Index(entry)
             touch(index)
-            if entries[Int(entry)].value.isIdle(at: now) {
-                entries[Int(entry)].value = fresh()
+            if values[Int(entry)].isIdle(at: now) {
+                values[Int(entry)] = fresh()
                 counters.expired &+= 1
             }
             return Insertion(index: index, evicted: nil)
@@ -338,9 +338,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     ) throws(SluiceError) -> Insertion {
         var position = position
         var evicted: (key: Key, value: Value)? = nil
-        if entries.count >= capacity {
+        if keys.count >= capacity {
             let victim = tail
-            if entries[Int(victim)].value.isIdle(at: now) {
+            if values[Int(victim)].isIdle(at: now) {
                 _ = remove(entry: victim)
                 counters.expired &+= 1
             } else if whenFull == .evictLeastRecentlyUsed {
@@ -348,15 +348,18 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
                 counters.evicted &+= 1
             } else {
                 _ = sweep(now: now, maxEntries: 32)
-                if entries.count >= capacity {
+                if keys.count >= capacity {
                     counters.refused &+= 1
                     throw .tableBusy(capacity: capacity)
                 }
             }
             position = probe(key, hash: hash).position
         }
-        let entry = Int32(entries.count)
-        entries.append(Entry(key: key, value: value, hash: hash))
+        let entry = Int32(keys.count)
+        keys.append(key)
+        values.append(value)
+        hashes.append(hash)
+        links.append(Links(prev: -1, next: -1))
         slots[position] = entry
         pushFront(entry)
         counters.inserted &+= 1
@@ -366,8 +369,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Slot position holding `entry`.
     @inlinable
     func position(ofEntry entry: Int32) -> Int {
-        var position = Int(entries[Int(entry)].hash) & mask
-        while slots[position] != entry { position = (position &+ 1) & mask }
+        var position = Int(hashes[Int(entry)]) & mask
+        while slots[position] != entry { position = (position + 1) & mask }
         return position
     }
 
@@ -391,9 +394,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         // 1. Delete from the index with backward shifting (no tombstones).
         var hole = position(ofEntry: entry)
         slots[hole] = -1
-        var next = (hole &+ 1) & mask
+        var next = (hole + 1) & mask
         while slots[next] >= 0 {
-            let home = Int(entries[Int(slots[next])].hash) & mask
+            let home = Int(hashes[Int(slots[next])]) & mask
             // Move slots[next] into the hole unless its home lies cyclically in (hole, next].
             let inRange = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
             if !inRange {
@@ -401,21 +404,25 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
                 slots[next] = -1
                 hole = next
             }
-            next = (next &+ 1) & mask
+            next = (next + 1) & mask
         }
         // 2. Unlink from the LRU list.
         unlink(entry)
-        // 3. Move the last entry into the hole so the array stays dense.
-        let last = Int32(entries.count - 1)
+        // 3. Move the last entry into the hole so the arrays stay dense.
+        let last = Int32(keys.count - 1)
         if entry != last {
             slots[position(ofEntry: last)] = entry
-            let moved = entries[Int(last)]
-            if moved.prev >= 0 { entries[Int(moved.prev)].next = entry } else { head = entry }
-            if moved.next >= 0 { entries[Int(moved.next)].prev = entry } else { tail = entry }
-            entries.swapAt(Int(entry), Int(last))
+            let moved = links[Int(last)]
+            if moved.prev >= 0 { links[Int(moved.prev)].next = entry } else { head = entry }
+            if moved.next >= 0 { links[Int(moved.next)].prev = entry } else { tail = entry }
+            keys.swapAt(Int(entry), Int(last))
+            values.swapAt(Int(entry), Int(last))
+            hashes.swapAt(Int(entry), Int(last))
+            links.swapAt(Int(entry), Int(last))
         }
-        let removed = entries.removeLast()
-        return (removed.key, removed.value)
+        hashes.removeLast()
+        links.removeLast()
+        return (keys.removeLast(), values.removeLast())
     }
 
     /// Examines up to `maxEntries` entries, continuing where the last sweep stopped, and drops the
@@ -428,9 +435,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         var examined = 0
         var removed = 0
-        while examined < maxEntries, !entries.isEmpty {
-            if sweepCursor >= entries.count { sweepCursor = 0 }
-            if entries[sweepCursor].value.isIdle(at: now) {
+        while examined < maxEntries, !keys.isEmpty {
+            if sweepCursor >= keys.count { sweepCursor = 0 }
+            if values[sweepCursor].isIdle(at: now) {
                 _ = remove(entry: Int32(sweepCursor))
                 removed += 1
                 counters.expired &+= 1
@@ -445,11 +452,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Keys from most to least recently used (for tests and diagnostics).
     public var keysByRecency: [Key] {
         var result: [Key] = []
-        result.reserveCapacity(entries.count)
+        result.reserveCapacity(keys.count)
         var entry = head
         while entry >= 0 {
-            result.append(entries[Int(entry)].key)
-            entry = entries[Int(entry)].next
+            result.append(keys[Int(entry)])
+            entry = links[Int(entry)].next
         }
         return result
     }
@@ -457,4 +464,3 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
 extension KeyTable: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyTable.Insertion: Sendable where Key: Sendable, Value: Sendable {}
-extension KeyTable.Entry: Sendable where Key: Sendable, Value: Sendable {}
