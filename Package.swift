@@ -81,7 +81,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            path: "Examples/EchoServer"
+            path: "Examples/EchoServer",
+            exclude: ["README.md"]
         ),
 
         // MARK: Tests
