@@ -36,10 +36,10 @@ public actor GateShard {
             let budget = plugin.budget.divided(by: shardCount)
             switch plugin.policy {
             case .throttle(let options):
-                timed.append(TimedPlugin(table: try ThrottleTable<String>(options: options, budget: budget), cancelInFlight: false))
+                timed.append(TimedPlugin(table: .init(throttle: try ThrottleTable<String>(options: options, budget: budget)), cancelInFlight: false))
                 idempotent.append(nil)
             case .debounce(let options, let cancelInFlight):
-                timed.append(TimedPlugin(table: try DebounceTable<String>(options: options, budget: budget), cancelInFlight: cancelInFlight))
+                timed.append(TimedPlugin(table: .init(debounce: try DebounceTable<String>(options: options, budget: budget)), cancelInFlight: cancelInFlight))
                 idempotent.append(nil)
             case .idempotent(let options):
                 timed.append(nil)
@@ -341,7 +341,7 @@ public actor GateShard {
 
 /// A throttle- or debounce-governed plugin's state in one shard.
 private struct TimedPlugin {
-    var table: any TimedPolicyTable
+    var table: TimedPolicyTable
     let cancelInFlight: Bool
     /// Requests the policy holds (not started), by their event token.
     var held: [EventToken: EffectToken] = [:]
@@ -350,7 +350,7 @@ private struct TimedPlugin {
     /// Switch-latest: the running effect per key.
     var running: [String: EffectToken] = [:]
 
-    init(table: any TimedPolicyTable, cancelInFlight: Bool) {
+    init(table: TimedPolicyTable, cancelInFlight: Bool) {
         self.table = table
         self.cancelInFlight = cancelInFlight
     }
@@ -373,20 +373,39 @@ private struct EffectRecord {
     var task: Task<Void, Never>?
 }
 
-/// The two keyed policy tables that hold events and request timers.
-protocol TimedPolicyTable {
-    mutating func event(_ token: EventToken, key: String, now: Instant) -> KeyedDecision
-    mutating func fire(key: String, now: Instant) -> FireDecision
-    mutating func sweep(now: Instant, maxEntries: Int) -> Int
-    var keyCount: Int { get }
-}
+/// The keyed policy table of a throttle or a debounce plugin: exactly one of the two is set.
+/// (Two optionals rather than an existential or an enum: both mutate in place, specialised,
+/// without copying the table.)
+struct TimedPolicyTable {
+    private var throttle: ThrottleTable<String>?
+    private var debounce: DebounceTable<String>?
 
-extension ThrottleTable: TimedPolicyTable where Key == String {
-    var keyCount: Int { table.count }
-}
+    init(throttle: ThrottleTable<String>) {
+        self.throttle = throttle
+    }
 
-extension DebounceTable: TimedPolicyTable where Key == String {
-    var keyCount: Int { table.count }
+    init(debounce: DebounceTable<String>) {
+        self.debounce = debounce
+    }
+
+    mutating func event(_ token: EventToken, key: String, now: Instant) -> KeyedDecision {
+        if throttle != nil { return throttle!.event(token, key: key, now: now) }
+        return debounce!.event(token, key: key, now: now)
+    }
+
+    mutating func fire(key: String, now: Instant) -> FireDecision {
+        if throttle != nil { return throttle!.fire(key: key, now: now) }
+        return debounce!.fire(key: key, now: now)
+    }
+
+    mutating func sweep(now: Instant, maxEntries: Int) -> Int {
+        if throttle != nil { return throttle!.sweep(now: now, maxEntries: maxEntries) }
+        return debounce!.sweep(now: now, maxEntries: maxEntries)
+    }
+
+    var keyCount: Int {
+        throttle?.table.count ?? debounce?.table.count ?? 0
+    }
 }
 
 extension Duration {
