@@ -39,6 +39,9 @@ public struct ButtonTapPlugin: GatePlugin {
     }
 
     public var counters: [PluginCounter] { [taps] }
+
+    /// A tap's effect finishes at once: there is nothing for `CANCEL` to reach.
+    public var isCancellable: Bool { false }
 }
 
 /// How many taps of each key ran.

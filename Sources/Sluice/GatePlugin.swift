@@ -1,3 +1,4 @@
+import Metrics
 import SluiceCore
 import SluiceLibevent
 import Synchronization
@@ -51,6 +52,10 @@ public protocol GatePlugin: Sendable {
     func reply(for output: Output) -> PluginReply
     /// Counters this plugin reports in `STATS`, in order.
     var counters: [PluginCounter] { get }
+    /// Whether `CANCEL <key> <name>` names this plugin's effects. The default is `true`; a
+    /// plugin whose effects finish at once (a tap) says `false`, and `CANCEL` with its name is a
+    /// usage error.
+    var isCancellable: Bool { get }
 }
 
 extension GatePlugin {
@@ -59,6 +64,8 @@ extension GatePlugin {
     }
 
     public var counters: [PluginCounter] { [] }
+
+    public var isCancellable: Bool { true }
 }
 
 /// Which policy governs a plugin's requests.
@@ -127,20 +134,24 @@ public struct RequestError: Error, Sendable, Hashable {
     }
 }
 
-/// A counter a plugin reports in `STATS` as `<name>=<value>`; also exported to swift-metrics.
+/// A counter a plugin reports in `STATS` as `<name>=<value>`; also exported to swift-metrics as
+/// `sluice_<name>_total`.
 public final class PluginCounter: Sendable {
     /// The name in `STATS`.
     public let name: String
     private let value = Atomic<Int>(0)
+    private let metric: Counter
 
     /// A counter starting at 0.
     public init(_ name: String) {
         self.name = name
+        self.metric = Counter(label: "sluice_\(name)_total")
     }
 
     /// Adds `amount`.
     public func increment(by amount: Int = 1) {
         value.add(amount, ordering: .relaxed)
+        metric.increment(by: amount)
     }
 
     /// The current value.

@@ -146,7 +146,7 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
         let effectIDs: [String]?
         if kind == "all" {
             effectIDs = nil
-        } else if server.plugins.contains(where: { $0.name == kind }) {
+        } else if server.plugins.contains(where: { $0.name == kind && $0.isCancellable }) {
             effectIDs = [kind]
         } else {
             reply(line, id: parsed.id, Self.usageCancel)

@@ -8,6 +8,7 @@ final class RegisteredPlugin: Sendable {
     let policy: GatePolicy
     let budget: MemoryBudget
     let counters: [PluginCounter]
+    let isCancellable: Bool
     private let prepareRequest: @Sendable (Substring) throws(RequestError) -> PreparedRequest
     private let runEffect: @Sendable (any Sendable, EffectContext) async throws -> PluginReply
 
@@ -18,6 +19,7 @@ final class RegisteredPlugin: Sendable {
         self.policy = plugin.policy
         self.budget = budget
         self.counters = plugin.counters
+        self.isCancellable = plugin.isCancellable
         let idempotent = if case .idempotent = plugin.policy { true } else { false }
         self.prepareRequest = { (arguments: Substring) throws(RequestError) -> PreparedRequest in
             let input = try plugin.parse(arguments)

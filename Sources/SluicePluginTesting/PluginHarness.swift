@@ -110,6 +110,16 @@ public final class HarnessClient: SessionTransport, @unchecked Sendable {
         }
     }
 
+    /// Waits (in loop round trips, not time) for the reply to `id`: for replies that come once
+    /// a cancelled task has unwound. Returns `nil` if none came within `rounds` round trips.
+    public func waitForReply(to id: String, rounds: Int = 1_000) async -> String? {
+        for _ in 0..<rounds {
+            if let reply = takeReply(to: id) { return reply }
+            await loop.submit {}
+        }
+        return takeReply(to: id)
+    }
+
     /// Closes the session (cancelling its connection-scoped effects).
     public func close() async {
         let session = self.session!

@@ -95,8 +95,8 @@ import Testing
         await client.send("1 PAY u i 500")
         await client.send("2 PAY u i 500")  // joins
         #expect(await client.request("3 CANCEL u pay") == "3 OK cancelled=1")
-        #expect(client.takeReply(to: "1") == "1 CANCELLED")
-        #expect(client.takeReply(to: "2") == "2 CANCELLED")
+        #expect(await client.waitForReply(to: "1") == "1 CANCELLED")
+        #expect(await client.waitForReply(to: "2") == "2 CANCELLED")
         await harness.advance(by: .milliseconds(50))
         #expect(await client.request("4 STATS")?.hasPrefix("4 OK payments=0 declines=0 cancelled=1 ") == true)
         // Released: a retry runs anew (not a replay).

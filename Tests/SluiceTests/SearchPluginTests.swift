@@ -52,7 +52,7 @@ import Testing
         await client.send("1 SEARCH k first")
         await harness.advance(by: .milliseconds(110))  // started, 20 ms left
         await client.send("2 SEARCH k second")
-        #expect(client.takeReply(to: "1") == "1 CANCELLED")
+        #expect(await client.waitForReply(to: "1") == "1 CANCELLED")
         await harness.advance(by: .milliseconds(130))
         #expect(client.takeReplies() == ["2 OK results=second"])
     }
@@ -64,10 +64,10 @@ import Testing
         await client.send("1 SEARCH k running")
         await harness.advance(by: .milliseconds(110))
         #expect(await client.request("2 CANCEL k search") == "2 OK cancelled=1")
-        #expect(client.takeReply(to: "1") == "1 CANCELLED")
+        #expect(await client.waitForReply(to: "1") == "1 CANCELLED")
         await client.send("3 SEARCH k pending")
         #expect(await client.request("4 CANCEL k all") == "4 OK cancelled=1")
-        #expect(client.takeReply(to: "3") == "3 CANCELLED")
+        #expect(await client.waitForReply(to: "3") == "3 CANCELLED")
         await harness.advance(by: .seconds(1))
         #expect(client.takeReplies().isEmpty)
         #expect(await client.request("5 CANCEL k search") == "5 OK cancelled=0")
