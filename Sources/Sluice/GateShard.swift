@@ -74,7 +74,14 @@ public actor GateShard {
 
     private func submitTimed(_ request: GateRequest, token: EventToken, index: Int) {
         let key = request.prepared.key
-        let keyed = timed[index]!.table.event(token, key: key, now: clock.now)
+        let now = clock.now
+        // libevent runs socket callbacks before the timers of the same iteration: deliver a
+        // timer that is already due first, so the event sees the state it would have after it.
+        if let timer = timed[index]!.timers[key], timer.deadline <= now {
+            timer.cancel()
+            timerFired(key: key, index: index)
+        }
+        let keyed = timed[index]!.table.event(token, key: key, now: now)
         if let evicted = keyed.evictedPending {
             // Another key's held request lost its state to make room: it will never run.
             dropHeld(evicted, index: index, reply: "CANCELLED")

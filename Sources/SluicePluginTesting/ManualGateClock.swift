@@ -52,6 +52,12 @@ public final class ManualGateClock: GateClock, Sendable {
         state.withLock { $0.now = max($0.now, target) }
     }
 
+    /// Moves the clock forward without running the timers that come due: what a socket
+    /// callback sees when libevent runs it before the due timers of the same loop iteration.
+    public func advanceWithoutFiring(by duration: Duration) {
+        state.withLock { $0.now = $0.now + duration }
+    }
+
     private func nextDue(before target: Instant) -> ManualTimer? {
         state.withLock { state in
             state.timers.removeAll { $0.isCancelled }

@@ -66,6 +66,22 @@ struct AutosavePlugin: GatePlugin {
         #expect(await client.request("6 STATS") == "6 OK saves=2 cancelled=0 keys=1 connections=1")
     }
 
+    @Test func aDueTimerIsDeliveredBeforeAnEventOfTheSameIteration() async throws {
+        let harness = try PluginHarness(plugins: registry())
+        defer { harness.shutdown() }
+        let client = await harness.connect()
+        await client.send("1 SAVE doc a")
+        await client.send("2 SAVE doc ab")  // held for the trailing run at +500 ms
+        // The socket callback runs at +500 ms before the timer callback of that iteration.
+        harness.clock.advanceWithoutFiring(by: .milliseconds(500))
+        await client.send("3 SAVE doc abc")
+        await harness.advance(by: .milliseconds(10))
+        // 2's window ended before 3 arrived: 2 ran (not superseded); 3 waits for the next window.
+        #expect(client.takeReplies() == ["1 OK saved=1", "2 OK saved=2"])
+        await harness.advance(by: .milliseconds(500))
+        #expect(client.takeReplies() == ["3 OK saved=3"])
+    }
+
     @Test func registersAndRunsOverRealSockets() async throws {
         let group = try EventLoopGroup(loopCount: 2, namePrefix: "example")
         defer { group.shutdownGracefully() }
