@@ -37,13 +37,12 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
     private var inputHasEnded = false
     private var echoLimit: RateLimitState
     /// Reply bytes are assembled here, then written with one call.
-    private var scratch: [UInt8] = []
+    private var outgoing = ReplyBuilder()
 
     init(server: GateServer, connection: any SessionTransport) {
         self.server = server
         self.connection = connection
         self.echoLimit = RateLimitState()
-        scratch.reserveCapacity(256)
     }
 
     // MARK: - Input
@@ -128,12 +127,12 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
             replyText(line, id: parsed.id, "LIMITED retry-after-ms=\(wait)")
             return
         }
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(contentsOf: line[parsed.id])
-        scratch.append(contentsOf: Self.okSpace)
-        scratch.append(contentsOf: line[text])
-        scratch.append(0x0A)
-        scratch.withUnsafeBytes { _ = connection.write($0) }
+        outgoing.reset()
+        outgoing.append(UnsafeRawBufferPointer(rebasing: line[parsed.id]))
+        outgoing.append(" OK ")
+        outgoing.append(UnsafeRawBufferPointer(rebasing: line[text]))
+        outgoing.append(byte: 0x0A)
+        connection.write(outgoing.bytes)
     }
 
     private func cancel(_ line: UnsafeRawBufferPointer, _ parsed: RequestLine.Parsed) {
@@ -205,33 +204,38 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
 
     // MARK: - Writing
 
-    private func send(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { _ = connection.write($0) }
+    private func send(_ text: StaticString) {
+        connection.write(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// Writes `<id> <status>\n` where `status` already ends with its LF.
-    private func reply(_ line: UnsafeRawBufferPointer, id: Range<Int>, _ status: [UInt8]) {
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(contentsOf: line[id])
-        scratch.append(0x20)
-        scratch.append(contentsOf: status)
-        scratch.withUnsafeBytes { _ = connection.write($0) }
+    private func reply(_ line: UnsafeRawBufferPointer, id: Range<Int>, _ status: StaticString) {
+        outgoing.reset()
+        outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
+        outgoing.append(byte: 0x20)
+        outgoing.append(status)
+        connection.write(outgoing.bytes)
     }
 
     private func replyText(_ line: UnsafeRawBufferPointer, id: Range<Int>, _ status: String) {
-        reply(line, id: id, Array(status.utf8) + [0x0A])
+        var status = status
+        outgoing.reset()
+        outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
+        outgoing.append(byte: 0x20)
+        status.withUTF8 { outgoing.append(UnsafeRawBufferPointer($0)) }
+        outgoing.append(byte: 0x0A)
+        connection.write(outgoing.bytes)
     }
 
-    private static let okSpace: [UInt8] = Array(" OK ".utf8)
-    private static let pong: [UInt8] = Array("PONG\n".utf8)
-    private static let malformed: [UInt8] = Array("- ERR malformed\n".utf8)
-    private static let lineTooLong: [UInt8] = Array("- ERR line-too-long\n".utf8)
-    private static let unknownVerb: [UInt8] = Array("ERR unknown-verb\n".utf8)
-    private static let shuttingDown: [UInt8] = Array("ERR shutting-down\n".utf8)
-    private static let usagePing: [UInt8] = Array("ERR usage PING\n".utf8)
-    private static let usageEcho: [UInt8] = Array("ERR usage ECHO\n".utf8)
-    private static let usageCancel: [UInt8] = Array("ERR usage CANCEL\n".utf8)
-    private static let usageStats: [UInt8] = Array("ERR usage STATS\n".utf8)
+    private static let pong: StaticString = "PONG\n"
+    private static let malformed: StaticString = "- ERR malformed\n"
+    private static let lineTooLong: StaticString = "- ERR line-too-long\n"
+    private static let unknownVerb: StaticString = "ERR unknown-verb\n"
+    private static let shuttingDown: StaticString = "ERR shutting-down\n"
+    private static let usagePing: StaticString = "ERR usage PING\n"
+    private static let usageEcho: StaticString = "ERR usage ECHO\n"
+    private static let usageCancel: StaticString = "ERR usage CANCEL\n"
+    private static let usageStats: StaticString = "ERR usage STATS\n"
 }
 
 // MARK: - As a TCP connection's handler

@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reply bytes assembled with `memcpy` in a buffer a session keeps for its life, then written
+/// with one call: the `ECHO` and `PING` paths allocate nothing per line.
+struct ReplyBuilder: ~Copyable {
+    private var storage: UnsafeMutableRawPointer
+    private var capacity: Int
+    private var count = 0
+
+    init(capacity: Int = 256) {
+        self.capacity = capacity
+        self.storage = .allocate(byteCount: capacity, alignment: 1)
+    }
+
+    deinit {
+        storage.deallocate()
+    }
+
+    /// Starts a new reply.
+    mutating func reset() {
+        count = 0
+    }
+
+    /// Appends `bytes`.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        memcpy(storage + count, base, bytes.count)
+        count += bytes.count
+    }
+
+    /// Appends a static string's UTF-8 bytes.
+    mutating func append(_ text: StaticString) {
+        append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends one byte.
+    mutating func append(byte: UInt8) {
+        reserve(1)
+        storage.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    /// The reply so far, valid until the next mutation.
+    var bytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: storage, count: count)
+    }
+
+    private mutating func reserve(_ extra: Int) {
+        guard count + extra > capacity else { return }
+        let newCapacity = max(capacity * 2, count + extra)
+        let grown = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 1)
+        grown.copyMemory(from: storage, byteCount: count)
+        storage.deallocate()
+        storage = grown
+        capacity = newCapacity
+    }
+}
