@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
+        .executable(name: "sluice-load", targets: ["SluiceLoad"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -26,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // MARK: C layer
@@ -70,6 +72,26 @@ let package = Package(
             path: "Examples/EchoServer"
         ),
 
+        .target(
+            name: "SluiceLoadCore",
+            dependencies: [
+                "SluiceCore",
+                "SluiceLibevent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Examples/LoadTest/Sources/SluiceLoadCore"
+        ),
+        .executableTarget(
+            name: "SluiceLoad",
+            dependencies: [
+                "SluiceLoadCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/LoadTest/Sources/SluiceLoad"
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "SluiceCoreTests",
@@ -82,6 +104,15 @@ let package = Package(
         .testTarget(
             name: "SluiceLibeventTests",
             dependencies: ["SluiceLibevent", "SluiceCore"]
+        ),
+        .testTarget(
+            name: "SluiceLoadTests",
+            dependencies: [
+                "SluiceLoadCore",
+                "SluiceLibevent",
+                "SluiceCore",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
         ),
     ]
 )

@@ -25,6 +25,22 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
 
+        // MARK: Event loop throughput (package-benchmark)
+        .executableTarget(
+            name: "LoopBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "SluiceLibevent", package: "Sluice"),
+            ],
+            path: "Benchmarks/LoopBenchmarks",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
         // MARK: Key-table memory (RSS measurements)
         .executableTarget(
             name: "sluice-keymem",
