@@ -111,6 +111,7 @@ let package = Package(
                 "SluiceLoadCore",
                 "SluiceLibevent",
                 "SluiceCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
