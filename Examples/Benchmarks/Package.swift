@@ -12,6 +12,8 @@ let package = Package(
     dependencies: [
         .package(name: "Sluice", path: "../.."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // MARK: Policy decisions (package-benchmark)
@@ -39,6 +41,22 @@ let package = Package(
                 .enableUpcomingFeature("MemberImportVisibility"),
             ],
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
+        // MARK: SwiftNIO line echo (the load-test baseline)
+        .executableTarget(
+            name: "nio-echo",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/NIOEcho",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ]
         ),
 
         // MARK: Key-table memory (RSS measurements)
