@@ -127,6 +127,11 @@ private func withEchoServer(
                 }
             }
             sender.start()
+            // Read nothing until the server has paused (or 10 s passed): reading at the same time
+            // races the server, which may then never reach the high watermark.
+            for _ in 0..<2000 where !observations.pausedForBackpressure.load(ordering: .relaxed) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
             var received = 0
             while received < lines {
                 let reply = try client.readLine()
