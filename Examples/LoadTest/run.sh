@@ -3,7 +3,7 @@
 # libevent echo, SwiftNIO echo), runs the scenarios with sluice-load, stops everything it
 # started, and writes BENCHMARKS.md (plus latency.png when python3 with matplotlib is there).
 #
-#   Examples/LoadTest/run.sh [--seconds 10] [--out BENCHMARKS.md] [--skip-build]
+#   Examples/LoadTest/run.sh [--seconds 10] [--rounds 3] [--out BENCHMARKS.md] [--skip-build]
 #
 # Scenarios (each table row carries its command):
 #   1. ECHO: throughput and server CPU per line, sluice-echo vs c-echo vs nio-echo (one thread
@@ -19,11 +19,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 seconds=10
+rounds=3
 out="$root/BENCHMARKS.md"
 skip_build=false
 while (($#)); do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --skip-build) skip_build=true; shift ;;
         -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
@@ -132,29 +134,36 @@ command_of() { echo "sluice-load $*"; }
 # ---------------------------------------------------------------------------------------------
 # 1. ECHO: same load on each server, alternating, server CPU per line from /proc.
 echo_common=(--connections 16 --depth 16 --duration "${seconds}s")
-declare -A echo_rate echo_cpu echo_check echo_cmd
-measure_echo() { # label pid port mode-args...
-    local label="$1" pid="$2" port="$3"
-    shift 3
-    local before after
+declare -A echo_ticks echo_replies echo_seconds echo_check echo_cmd echo_rate echo_cpu
+measure_echo() { # round label pid port mode-args...  (round 1 is a warm-up, not counted)
+    local round="$1" label="$2" pid="$3" port="$4"
+    shift 4
+    local before after name="echo-$label-$round"
     before="$(cpu_ticks "$pid")"
-    run_load "echo-$label" --port "$port" "${echo_common[@]}" "$@"
+    run_load "$name" --port "$port" "${echo_common[@]}" "$@"
     after="$(cpu_ticks "$pid")"
-    local replies
-    replies="$(figure "echo-$label" replies)"
-    echo_rate[$label]="$(figure "echo-$label" throughput)"
-    echo_cpu[$label]="$(awk -v t="$((after - before))" -v hz="$hz" -v n="${replies:-0}" 'BEGIN { if (n > 0) printf "%.0f", t * 1e9 / hz / n; else print "n/a" }')"
-    echo_check[$label]="$(verdict "echo-$label")"
     echo_cmd[$label]="$(command_of --port "<$label>" "${echo_common[@]}" "$@")"
+    if ((round == 1)); then return; fi
+    local replies elapsed
+    replies="$(figure "$name" replies)"
+    elapsed="$(figure "$name" elapsed)"
+    echo_ticks[$label]=$(( ${echo_ticks[$label]:-0} + after - before ))
+    echo_replies[$label]=$(( ${echo_replies[$label]:-0} + ${replies:-0} ))
+    echo_seconds[$label]="$(awk -v a="${echo_seconds[$label]:-0}" -v b="${elapsed%s}" 'BEGIN { print a + b }')"
+    if [[ "$(verdict "$name")" != PASS || "${echo_check[$label]:-PASS}" != PASS ]]; then echo_check[$label]=FAIL; else echo_check[$label]=PASS; fi
 }
 if [[ "$protocol" == true ]]; then sluice_mode=(--mix echo=1 --echo-bytes 48); else sluice_mode=(--raw-echo --line-bytes 64); fi
 # The baselines get 64-byte lines, about the size of sluice-echo's "<id> ECHO <48 bytes>".
 raw_mode=(--raw-echo --line-bytes 64)
-# Warm-up, then C, Swift, NIO twice over, alternating; the second round is reported.
-for round in 1 2; do
-    measure_echo c-echo "$c_pid" "$c_port" "${raw_mode[@]}"
-    measure_echo sluice-echo "$echo_pid" "$echo_port" "${sluice_mode[@]}"
-    measure_echo nio-echo "$nio_pid" "$nio_port" "${raw_mode[@]}"
+# C, Swift, NIO in turn, $rounds times; round 1 is a warm-up, the others are summed.
+for round in $(seq 1 "$rounds"); do
+    measure_echo "$round" c-echo "$c_pid" "$c_port" "${raw_mode[@]}"
+    measure_echo "$round" sluice-echo "$echo_pid" "$echo_port" "${sluice_mode[@]}"
+    measure_echo "$round" nio-echo "$nio_pid" "$nio_port" "${raw_mode[@]}"
+done
+for label in c-echo sluice-echo nio-echo; do
+    echo_rate[$label]="$(awk -v n="${echo_replies[$label]:-0}" -v s="${echo_seconds[$label]:-0}" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "n/a" }')"
+    echo_cpu[$label]="$(awk -v t="${echo_ticks[$label]:-0}" -v hz="$hz" -v n="${echo_replies[$label]:-0}" 'BEGIN { if (n > 0) printf "%.0f", t * 1e9 / hz / n; else print "n/a" }')"
 done
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +208,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     else
         echo "sluice-echo does not speak the line protocol yet (it answered \`0 PING\` with \`$probe\`): all three servers echo 64-byte raw lines verbatim."
     fi
-    echo "Server CPU = utime + stime from \`/proc/<pid>/stat\` over the run, divided by the replies. Second of two alternating rounds."
+    echo "Server CPU = utime + stime from \`/proc/<pid>/stat\` over the runs, divided by the replies. The servers take turns (C, Swift, NIO) for $rounds rounds of ${seconds}s; round 1 is a warm-up, rounds 2–$rounds are summed."
     echo
     echo "| server | replies/s | server CPU ns/line | vs C (CPU) | vs NIO (throughput) | checks | command |"
     echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
