@@ -15,8 +15,12 @@ let package = Package(
     products: [
         .library(name: "SluiceCore", targets: ["SluiceCore"]),
         .library(name: "SluiceTesting", targets: ["SluiceTesting"]),
+        .library(name: "SluicePluginTesting", targets: ["SluicePluginTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
+        .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
+        .library(name: "SluicePayment", targets: ["SluicePayment"]),
+        .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
         .executable(name: "sluice-load", targets: ["SluiceLoad"]),
     ],
@@ -59,17 +63,28 @@ let package = Package(
             ]
         ),
 
+        .target(
+            name: "SluicePluginTesting",
+            dependencies: ["Sluice", "SluiceTesting"]
+        ),
+
+        // MARK: Plugins
+        .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
+        .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
+        .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
+
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice",
+                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            path: "Examples/EchoServer"
+            path: "Examples/EchoServer",
+            exclude: ["README.md"]
         ),
 
         .target(
@@ -93,6 +108,7 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .target(name: "SluiceTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "SluiceCoreTests",
             dependencies: [
@@ -103,7 +119,14 @@ let package = Package(
         ),
         .testTarget(
             name: "SluiceLibeventTests",
-            dependencies: ["SluiceLibevent", "SluiceCore"]
+            dependencies: ["SluiceLibevent", "SluiceCore", "SluiceTestSupport"]
+        ),
+        .testTarget(
+            name: "SluiceTests",
+            dependencies: [
+                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluicePluginTesting",
+                "SluiceTestSupport",
+            ]
         ),
         .testTarget(
             name: "SluiceLoadTests",

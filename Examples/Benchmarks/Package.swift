@@ -59,6 +59,19 @@ let package = Package(
             ]
         ),
 
+        // MARK: Gate decisions per second on one loop (package-benchmark)
+        .executableTarget(
+            name: "GateBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Sluice", package: "Sluice"),
+                .product(name: "SluiceButtonTap", package: "Sluice"),
+                .product(name: "SluicePayment", package: "Sluice"),
+            ],
+            path: "Benchmarks/GateBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
         // MARK: Key-table memory (RSS measurements)
         .executableTarget(
             name: "sluice-keymem",

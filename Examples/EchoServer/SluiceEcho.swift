@@ -1,16 +1,21 @@
 import ArgumentParser
 import Logging
 import ServiceLifecycle
-import UnixSignals
 import Sluice
+import SluiceButtonTap
+import SluicePayment
+import SluiceSearch
+import UnixSignals
 
-/// `sluice-echo`: the example server. Reads lines over TCP on a libevent loop group and echoes
-/// each one back.
+/// `sluice-echo`: the example server every test, the load tester and a new user talk to. It
+/// speaks the line protocol (`<id> <VERB> [args]`) with every built-in plugin on: `TAP`
+/// (button tap throttle), `PAY` (exactly-once payments), `SEARCH` (debounce + switch-latest),
+/// plus `PING`, `ECHO`, `CANCEL` and `STATS`.
 @main
 struct SluiceEcho: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sluice-echo",
-        abstract: "The Sluice example server: line-based TCP on libevent loops."
+        abstract: "The Sluice example server: the line protocol with every built-in plugin on."
     )
 
     @Option(help: "The address to listen on (an IP literal or localhost).")
@@ -22,30 +27,98 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(help: "How many event loops (threads) to run; default: one per core.")
     var loops: Int = EventLoopGroup.coreCount
 
+    @Option(name: .customLong("tap-window-ms"), help: "TAP: the throttle window per key, in milliseconds.")
+    var tapWindowMilliseconds = 1000
+
+    @Option(name: .customLong("pay-latency-ms"), help: "PAY: the simulated processor's latency, in milliseconds.")
+    var payLatencyMilliseconds = 20
+
+    @Option(name: .customLong("pay-retention-s"), help: "PAY: how long a payment's record is replayed, in seconds.")
+    var payRetentionSeconds = 86_400
+
+    @Option(name: .customLong("search-quiet-ms"), help: "SEARCH: the debounce quiet period, in milliseconds.")
+    var searchQuietMilliseconds = 100
+
+    @Option(name: .customLong("search-max-wait-ms"), help: "SEARCH: the longest a search waits while typing continues, in milliseconds.")
+    var searchMaxWaitMilliseconds = 1000
+
+    @Option(name: .customLong("search-latency-ms"), help: "SEARCH: the simulated search's latency, in milliseconds.")
+    var searchLatencyMilliseconds = 30
+
+    @Option(name: .customLong("echo-rate"), help: "ECHO: lines per second per connection.")
+    var echoRate = 10_000
+
+    @Option(name: .customLong("echo-burst"), help: "ECHO: lines a connection may send back to back.")
+    var echoBurst = 1_000
+
     @Option(name: .customLong("max-line"), help: "The longest request line accepted, in bytes.")
     var maxLine = 8192
 
     @Option(name: .customLong("idle-timeout-s"), help: "Close a connection that sends nothing for this many seconds (0: never).")
     var idleTimeoutSeconds = 300
 
+    @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (least recently used keys are evicted).")
+    var tapTableMebibytes = 64
+
+    @Option(name: .customLong("pay-table-mib"), help: "PAY: memory budget of the idempotency table, in MiB (when full, new payments get ERR busy).")
+    var payTableMebibytes = 256
+
+    @Option(name: .customLong("search-table-mib"), help: "SEARCH: memory budget of the debounce table, in MiB.")
+    var searchTableMebibytes = 64
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
     func validate() throws {
-        guard loops >= 1 else { throw ValidationError("--loops must be at least 1 (got \(loops))") }
-        guard idleTimeoutSeconds >= 0 else { throw ValidationError("--idle-timeout-s must be 0 or more (got \(idleTimeoutSeconds))") }
-        let configuration = tcpConfiguration
+        func require(_ condition: Bool, _ message: String) throws {
+            if !condition { throw ValidationError(message) }
+        }
+        try require(loops >= 1, "--loops must be at least 1 (got \(loops))")
+        try require(tapWindowMilliseconds >= 1, "--tap-window-ms must be at least 1 (got \(tapWindowMilliseconds))")
+        try require(payLatencyMilliseconds >= 0, "--pay-latency-ms must be 0 or more (got \(payLatencyMilliseconds))")
+        try require(payRetentionSeconds >= 1, "--pay-retention-s must be at least 1 (got \(payRetentionSeconds))")
+        try require(searchQuietMilliseconds >= 1, "--search-quiet-ms must be at least 1 (got \(searchQuietMilliseconds))")
+        try require(
+            searchMaxWaitMilliseconds >= searchQuietMilliseconds,
+            "--search-max-wait-ms must be at least --search-quiet-ms (got \(searchMaxWaitMilliseconds))")
+        try require(searchLatencyMilliseconds >= 0, "--search-latency-ms must be 0 or more (got \(searchLatencyMilliseconds))")
+        try require(idleTimeoutSeconds >= 0, "--idle-timeout-s must be 0 or more (got \(idleTimeoutSeconds))")
+        for (name, value) in [("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes), ("--search-table-mib", searchTableMebibytes)] {
+            try require(value >= 1, "\(name) must be at least 1 (got \(value))")
+        }
         do {
-            try configuration.validate()
+            try gateConfiguration.validate()
         } catch {
-            throw ValidationError(error.message + " (got \(error.input))")
+            throw ValidationError("\(error.message) (got \(error.value))")
         }
     }
 
-    var tcpConfiguration: TCPConfiguration {
-        TCPConfiguration(
-            host: host, port: port, maximumLineLength: maxLine,
-            idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds))
+    var gateConfiguration: GateConfiguration {
+        GateConfiguration(
+            tcp: TCPConfiguration(
+                host: host, port: port, maximumLineLength: maxLine,
+                idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds)),
+            echoRate: echoRate,
+            echoBurst: echoBurst)
+    }
+
+    func makePlugins() throws -> PluginRegistry {
+        var registry = PluginRegistry()
+        try registry.register(
+            ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
+            budget: .bytes(tapTableMebibytes << 20))
+        try registry.register(
+            PaymentPlugin(
+                retention: .seconds(payRetentionSeconds),
+                processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
+            budget: .bytes(payTableMebibytes << 20))
+        try registry.register(
+            SearchPlugin(
+                quiet: .milliseconds(searchQuietMilliseconds),
+                maxWait: .milliseconds(searchMaxWaitMilliseconds),
+                latency: .milliseconds(searchLatencyMilliseconds)),
+            budget: .bytes(searchTableMebibytes << 20))
+        return registry
     }
 
     func run() async throws {
@@ -57,11 +130,15 @@ struct SluiceEcho: AsyncParsableCommand {
         }
         let logger = Logger(label: "sluice-echo")
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
-        let service = LineServerService(group: group, configuration: tcpConfiguration, logger: logger) { _ in
-            EchoHandler()
+        let server: GateServer
+        do {
+            server = try GateServer(group: group, configuration: gateConfiguration, plugins: makePlugins(), logger: logger)
+        } catch {
+            group.shutdownGracefully()
+            throw error
         }
         let serviceGroup = ServiceGroup(
-            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await serviceGroup.run()
     }
 }

@@ -157,7 +157,14 @@ public struct ScopeTree<EffectID: Hashable> {
     ///
     /// - Returns: the effects cancelled by this call, in registration order.
     public mutating func close(_ scope: ScopeID) -> [EffectToken] {
-        guard scopes[scope] != nil else { return [] }
+        guard let node = scopes[scope] else { return [] }
+        if node.children.isEmpty && node.effects.isEmpty {
+            // A leaf with nothing registered (a key scope whose last effect ended): nothing to
+            // cancel or walk.
+            scopes[scope] = nil
+            if let parent = node.parent { scopes[parent]?.children.remove(scope) }
+            return []
+        }
         let cancelled = cancelAll(in: scope)
         var doomed: [ScopeID] = []
         forEachScope(under: scope) { _, node in doomed.append(node) }

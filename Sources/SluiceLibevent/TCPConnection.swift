@@ -20,8 +20,18 @@ public protocol TCPConnectionHandler: AnyObject {
     /// A line longer than the configured maximum arrived; it is skipped up to its LF and the
     /// connection stays usable.
     func connectionReceivedOverlongLine(_ connection: TCPConnection)
+    /// The peer closed its sending side (a half-close): nothing more will be read, but replies
+    /// can still be written. The default closes the connection once its output is written;
+    /// a handler with replies still to come closes it later with `closeAfterFlush()`.
+    func connectionInputEnded(_ connection: TCPConnection)
     /// The connection is closed; nothing more will be read or written.
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason)
+}
+
+extension TCPConnectionHandler {
+    public func connectionInputEnded(_ connection: TCPConnection) {
+        connection.closeAfterFlush()
+    }
 }
 
 /// One accepted TCP connection, on a libevent bufferevent owned by its loop.
@@ -67,6 +77,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     private let configuration: TCPConfiguration
     private var readPausedForBackpressure = false
     private var closeWhenFlushed = false
+    private var inputEnded = false
     private let onClose: (TCPConnection) -> Void
 
     /// Whether the connection is open (loop thread only).
@@ -205,7 +216,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         flushStaging()
         bufferevent_disable(bufferEvent, Int16(EV_READ))
         if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-            finish(.closedLocally)
+            finish(inputEnded ? .endOfStream : .closedLocally)
         } else {
             closeWhenFlushed = true
             bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), 0, 0)
@@ -267,7 +278,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         guard let bufferEvent else { return }
         let pending = evbuffer_get_length(bufferevent_get_output(bufferEvent))
         if closeWhenFlushed {
-            if pending == 0 { finish(.closedLocally) }
+            if pending == 0 { finish(inputEnded ? .endOfStream : .closedLocally) }
             return
         }
         if readPausedForBackpressure, pending <= configuration.outputLowWatermark {
@@ -283,7 +294,10 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         if what & BEV_EVENT_TIMEOUT != 0 {
             finish(.idleTimeout)
         } else if what & BEV_EVENT_EOF != 0 {
-            finish(.endOfStream)
+            guard let bufferEvent, !inputEnded else { return }
+            inputEnded = true
+            bufferevent_disable(bufferEvent, Int16(EV_READ))
+            handler?.connectionInputEnded(self)
         } else if what & BEV_EVENT_ERROR != 0 {
             finish(.error(errno))
         }

@@ -1,5 +1,6 @@
 import Foundation
 import SluiceCore
+import SluiceTestSupport
 import SluiceLibevent
 import Synchronization
 import Testing
@@ -111,11 +112,14 @@ private func withEchoServer(
             $0.outputHighWatermark = 64 << 10
             $0.outputLowWatermark = 16 << 10
         }) { server, observations in
-            let client = try LineClient(port: server.port, timeoutSeconds: 10)
+            let client = try LineClient(port: server.port, timeoutSeconds: 20)
             let line = String(repeating: "z", count: 1000)
-            let lines = 4_000  // ~4 MB of echoes, far above what the socket buffers hold
-            // Send everything from another thread without reading: the server must stop reading
-            // once its output passes the high watermark, or it would buffer without bound.
+            // ~24 MB of echoes: more than the loopback socket buffers of both directions hold,
+            // so the server's own output must grow past the high watermark.
+            let lines = 24_000
+            // Send everything from another thread and read nothing until the server has
+            // paused: it must stop reading once its output passes the high watermark, or it
+            // would buffer without bound.
             let sendFailure = Mutex<(any Error)?>(nil)
             let sender = Thread {
                 do {
@@ -127,20 +131,23 @@ private func withEchoServer(
                 }
             }
             sender.start()
-            // Read nothing until the server has paused (or 10 s passed): reading at the same time
-            // races the server, which may then never reach the high watermark.
-            for _ in 0..<2000 where !observations.pausedForBackpressure.load(ordering: .relaxed) {
-                try await Task.sleep(for: .milliseconds(5))
+            for _ in 0..<1_500 where !observations.pausedForBackpressure.load(ordering: .relaxed) {
+                try await Task.sleep(for: .milliseconds(10))
             }
+            let paused = observations.pausedForBackpressure.load(ordering: .relaxed)
+            #expect(paused)
+            // Now drain: reading resumes below the low watermark and every echo arrives in order.
             var received = 0
             while received < lines {
                 let reply = try client.readLine()
-                #expect(reply == "\(received) \(line)")
+                if reply != "\(received) \(line)" {
+                    Issue.record("echo \(received) was \(reply.prefix(20))…")
+                    break
+                }
                 received += 1
             }
+            #expect(received == lines)
             #expect(sendFailure.withLock { $0 } == nil)
-            let paused = observations.pausedForBackpressure.load(ordering: .relaxed)
-            #expect(paused)
         }
     }
 

@@ -6,18 +6,18 @@ import Darwin
 
 /// A blocking TCP line client for tests: connect, send bytes, read LF-terminated lines with a
 /// timeout.
-final class LineClient: @unchecked Sendable {
+public final class LineClient: @unchecked Sendable {
     // @unchecked Sendable: `send` touches only the socket, which the kernel serialises; the
     // read buffer belongs to whichever single thread reads. Tests send from one thread while
     // reading on another.
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
     private let socket: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5) throws {
+    public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
         var address = sockaddr_in()
@@ -44,12 +44,12 @@ final class LineClient: @unchecked Sendable {
     }
 
     /// Sends all of `text`'s bytes.
-    func send(_ text: String) throws {
+    public func send(_ text: String) throws {
         try send(Array(text.utf8))
     }
 
     /// Sends all of `bytes`.
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -59,7 +59,7 @@ final class LineClient: @unchecked Sendable {
     }
 
     /// Reads one line (without its LF); throws on timeout or end of stream.
-    func readLine() throws -> String {
+    public func readLine() throws -> String {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
@@ -71,18 +71,32 @@ final class LineClient: @unchecked Sendable {
     }
 
     /// Reads `count` lines.
-    func readLines(_ count: Int) throws -> [String] {
+    public func readLines(_ count: Int) throws -> [String] {
         try (0..<count).map { _ in try readLine() }
     }
 
+    /// Reads up to `count` lines, stopping early (without an error) at a timeout.
+    public func readLines(_ count: Int, orUntilTimeout: Bool) throws -> [String] {
+        var lines: [String] = []
+        while lines.count < count {
+            do {
+                lines.append(try readLine())
+            } catch {
+                if orUntilTimeout { break }
+                throw error
+            }
+        }
+        return lines
+    }
+
     /// Whether the server closed the connection (reads until end of stream or timeout).
-    func waitForClose() throws -> Bool {
+    public func waitForClose() throws -> Bool {
         while try fill() {}
         return true
     }
 
     /// Half-closes the sending side.
-    func shutdownWrite() {
+    public func shutdownWrite() {
         Glibc.shutdown(socket, Int32(SHUT_WR))
     }
 

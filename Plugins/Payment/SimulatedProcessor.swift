@@ -1,0 +1,40 @@
+import Sluice
+import Synchronization
+
+/// A stand-in payment processor: waits `latency` (cancellable), then commits. Amounts at or
+/// above `declineAtOrAbove` are declined with `amount-limit`.
+public final class SimulatedProcessor: PaymentProcessor {
+    /// How long a charge takes before it commits.
+    public let latency: Duration
+    /// The smallest amount declined.
+    public let declineAtOrAbove: Int
+    /// Charges committed (`payments` in `STATS`).
+    public let payments = PluginCounter("payments")
+    /// Declines committed (`declines` in `STATS`).
+    public let declines = PluginCounter("declines")
+    private let sequence = Atomic<UInt64>(0)
+    private let prefix: String
+
+    /// A processor with the given latency and decline threshold.
+    public init(latency: Duration = .milliseconds(20), declineAtOrAbove: Int = 1_000_000) {
+        self.latency = latency
+        self.declineAtOrAbove = declineAtOrAbove
+        // Charge ids stay unique across restarts of the process, too.
+        self.prefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    }
+
+    public func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome {
+        try await context.sleep(for: latency)
+        // Commit: nothing below suspends, so a cancel cannot land half-way.
+        try Task.checkCancellation()
+        if payment.amount >= declineAtOrAbove {
+            declines.increment()
+            return .declined("amount-limit")
+        }
+        payments.increment()
+        let number = sequence.wrappingAdd(1, ordering: .relaxed).newValue
+        return .charged("ch_\(prefix)_\(number)")
+    }
+
+    public var counters: [PluginCounter] { [payments, declines] }
+}

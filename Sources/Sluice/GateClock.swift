@@ -1,0 +1,40 @@
+import SluiceCore
+import SluiceLibevent
+
+/// Where a gate shard reads `now` and arms timers. On a server it is the shard's loop
+/// (``LoopGateClock``); in plugin tests a manual clock stands in, so no test waits for real time.
+///
+/// Both members are used on the shard's loop thread only.
+public protocol GateClock: Sendable {
+    /// The current instant.
+    var now: Instant { get }
+    /// Runs `body` on the shard's loop once `deadline` has passed, unless cancelled first.
+    func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer
+}
+
+/// A timer armed by a ``GateClock``.
+public protocol GateTimer: Sendable {
+    /// The instant it fires at.
+    var deadline: Instant { get }
+    /// Cancels it: once this returns, its body will not run.
+    func cancel()
+}
+
+extension LoopTimer: GateTimer {}
+
+/// The production clock: the loop's cached monotonic time and loop timers.
+public struct LoopGateClock: GateClock {
+    /// The loop.
+    public let loop: EventLoop
+
+    /// A clock for `loop`.
+    public init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    public var now: Instant { loop.now }
+
+    public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
+        loop.schedule(at: deadline, body)
+    }
+}

@@ -1,0 +1,106 @@
+import Sluice
+import Synchronization
+
+/// A ``GateClock`` that stands still until a test advances it: plugin and gate tests decide
+/// exact window boundaries without waiting for real time.
+///
+/// Timers run on the loop that armed them, in deadline order, when ``advance(by:)`` passes
+/// their deadline; `now` reads as each timer's deadline while it runs.
+public final class ManualGateClock: GateClock, Sendable {
+    private struct State {
+        var now: Instant
+        var sequence: UInt64 = 0
+        var timers: [ManualTimer] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// A clock reading `start`.
+    public init(start: Instant = Instant(milliseconds: 1_000_000)) {
+        state = Mutex(State(now: start))
+    }
+
+    public var now: Instant { state.withLock { $0.now } }
+
+    public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
+        state.withLock { state in
+            state.sequence += 1
+            let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: EventLoop.current, body: body)
+            state.timers.append(timer)
+            return timer
+        }
+    }
+
+    /// The number of timers armed and not yet fired or cancelled.
+    public var pendingTimers: Int {
+        state.withLock { $0.timers.filter { !$0.isCancelled }.count }
+    }
+
+    /// Moves the clock forward by `duration`, running every timer that comes due on its loop (in
+    /// deadline order, including timers those timers arm), then lets the loops run what that
+    /// queued.
+    public func advance(by duration: Duration) async {
+        let target = now + duration
+        while let timer = nextDue(before: target) {
+            if let loop = timer.loop {
+                await loop.submit { timer.fire() }
+                await settle(loop)
+            } else {
+                timer.fire()
+            }
+        }
+        state.withLock { $0.now = max($0.now, target) }
+    }
+
+    private func nextDue(before target: Instant) -> ManualTimer? {
+        state.withLock { state in
+            state.timers.removeAll { $0.isCancelled }
+            guard let index = state.timers.indices.min(by: { state.timers[$0] < state.timers[$1] }),
+                state.timers[index].deadline <= target
+            else { return nil }
+            let timer = state.timers.remove(at: index)
+            state.now = max(state.now, timer.deadline)
+            return timer
+        }
+    }
+
+    /// Lets `loop` run the jobs queued so far, and what those queue, a few rounds deep.
+    private func settle(_ loop: EventLoop) async {
+        for _ in 0..<4 { await loop.submit {} }
+    }
+}
+
+/// A timer of a ``ManualGateClock``.
+private final class ManualTimer: GateTimer, Comparable {
+    // Sendable: every stored property is immutable or atomic.
+    let deadline: Instant
+    let sequence: UInt64
+    let loop: EventLoop?
+    private let body: @Sendable () -> Void
+    private let cancelled = Atomic<Bool>(false)
+
+    init(deadline: Instant, sequence: UInt64, loop: EventLoop?, body: @escaping @Sendable () -> Void) {
+        self.deadline = deadline
+        self.sequence = sequence
+        self.loop = loop
+        self.body = body
+    }
+
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    func cancel() {
+        cancelled.store(true, ordering: .releasing)
+    }
+
+    func fire() {
+        if !isCancelled { body() }
+    }
+
+    static func < (lhs: ManualTimer, rhs: ManualTimer) -> Bool {
+        (lhs.deadline, lhs.sequence) < (rhs.deadline, rhs.sequence)
+    }
+
+    static func == (lhs: ManualTimer, rhs: ManualTimer) -> Bool {
+        lhs === rhs
+    }
+}
