@@ -11,6 +11,11 @@
 #   Examples/Baselines/echo-compare.sh [--rounds 4] [--lines 2000000] [--connections 16]
 #       [--depth 16] [--line-bytes 64] [--client c-load|sluice-load]
 #
+# When sluice-echo speaks the line protocol (issue 4: `0 PING` → `0 PONG`), it is driven through
+# the gate with sluice-load `--mix echo=1` (`<id> ECHO <text>`, text sized so the request line is
+# about --line-bytes) and its ECHO rate limit lifted, while c-echo gets --line-bytes raw lines
+# from the same tool (`--raw-echo`); the client is then always sluice-load.
+#
 # Linux only (/proc). Prints a Markdown table; the last line is `ratio=<swift/c>`.
 set -euo pipefail
 
@@ -39,9 +44,7 @@ done
 "$here/build.sh" >&2
 (cd "$root" && swift build -c release --product sluice-echo >&2)
 bin="$(cd "$root" && swift build -c release --show-bin-path)"
-if [[ "$client" == sluice-load ]]; then
-    (cd "$root" && swift build -c release --product sluice-load >&2)
-fi
+(cd "$root" && swift build -c release --product sluice-load >&2)
 
 pick_port() {
     # A free TCP port from the kernel (bind to port 0).
@@ -62,7 +65,11 @@ trap cleanup EXIT
 "$here/bin/c-echo" --port "$c_port" 2>/dev/null &
 c_pid=$!
 pids+=("$c_pid")
-"$bin/sluice-echo" --port "$swift_port" --loops 1 --log-level warning &
+echo_args=(--port "$swift_port" --loops 1 --log-level warning)
+if "$bin/sluice-echo" --help 2>&1 | grep -q -- '--echo-rate'; then
+    echo_args+=(--echo-rate 1000000000 --echo-burst 1000000000)
+fi
+"$bin/sluice-echo" "${echo_args[@]}" &
 swift_pid=$!
 pids+=("$swift_pid")
 
@@ -77,6 +84,13 @@ wait_for_port() {
 wait_for_port "$c_port"
 wait_for_port "$swift_port"
 
+probe="$( (printf '0 PING\n'; sleep 0.3) | nc -q1 127.0.0.1 "$swift_port" 2>/dev/null | head -n1 || true)"
+protocol=false
+if [[ "$probe" == "0 PONG" ]]; then
+    protocol=true
+    client=sluice-load
+fi
+
 ticks_per_second="$(getconf CLK_TCK)"
 
 # utime + stime of a whole process (all threads), in clock ticks.
@@ -90,10 +104,16 @@ cpu_ticks() {
 }
 
 drive() { # port lines -> prints lines_per_second
-    local port="$1" count="$2" output
+    local port="$1" count="$2" output mode
     if [[ "$client" == sluice-load ]]; then
-        output="$("$bin/sluice-load" --port "$port" --raw-echo --connections "$connections" --depth "$depth" \
-            --line-bytes "$line_bytes" --requests "$count" --quiet)"
+        if [[ "$protocol" == true && "$port" == "$swift_port" ]]; then
+            # "<id> ECHO <text>\n" with a 6-7 digit id: text = line bytes - 14.
+            mode=(--mix echo=1 --echo-bytes "$((line_bytes > 24 ? line_bytes - 14 : 10))")
+        else
+            mode=(--raw-echo --line-bytes "$line_bytes")
+        fi
+        output="$("$bin/sluice-load" --port "$port" "${mode[@]}" --connections "$connections" --depth "$depth" \
+            --requests "$count" --quiet)" || { echo "echo-compare: sluice-load failed a check on port $port" >&2; echo "$output" >&2; exit 1; }
         awk -F'throughput=' 'NF>1 { split($2, a, " "); print a[1] }' <<<"$output"
     else
         output="$("$here/bin/c-load" --port "$port" --connections "$connections" --depth "$depth" \
@@ -126,8 +146,9 @@ done
 
 all_lines=$((rounds * lines))
 awk -v c="$total_c" -v s="$total_swift" -v hz="$ticks_per_second" -v n="$all_lines" -v conns="$connections" \
-    -v depth="$depth" -v bytes="$line_bytes" -v client="$client" 'BEGIN {
-    printf "\nAll rounds (%d lines each server; %s, %d connections x depth %d, %d-byte lines):\n", n, client, conns, depth, bytes
+    -v depth="$depth" -v bytes="$line_bytes" -v client="$client" \
+    -v proto="$([[ "$protocol" == true ]] && echo "; sluice-echo through the gate: <id> ECHO <text>")" 'BEGIN {
+    printf "\nAll rounds (%d lines each server; %s, %d connections x depth %d, %d-byte lines%s):\n", n, client, conns, depth, bytes, proto
     printf "c-echo      %.1f ns CPU/line\n", c * 1e9 / hz / n
     printf "sluice-echo %.1f ns CPU/line\n", s * 1e9 / hz / n
     if (c == 0) { print "ratio=undefined (c-echo used no measurable CPU)"; exit 1 }
