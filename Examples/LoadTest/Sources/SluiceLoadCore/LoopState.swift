@@ -52,16 +52,23 @@ final class LoopState: @unchecked Sendable {
         }
     }
 
-    /// Open loop: sends every request whose intended time has come, then runs again in 1 ms.
+    /// Open loop: sends every request whose intended time has come, then sleeps until the next
+    /// one is due (a precise loop timer: a late client would add its own lateness to the
+    /// latencies it measures from the intended send times).
     private func tick() {
         let now = EventLoop.monotonicNow().nanoseconds
         guard let interval = shared.configuration.openLoopInterval?.nanosecondsClamped else { return }
+        var next = Int64.max
         for connection in connections {
             connection.sendDue(now: now, interval: interval)
+            next = min(next, connection.nextIntendedSend)
         }
-        if !shared.stopSending.load(ordering: .relaxed) {
-            ticker = loop.schedule(after: .milliseconds(1)) { [self] in tick() }
-        }
+        guard !shared.stopSending.load(ordering: .relaxed),
+            next < shared.sendDeadline.load(ordering: .relaxed)
+        else { return }
+        // A connection that could not send (closed) keeps its due time: retry in 1 ms, not at once.
+        let at = next > now ? next : now + 1_000_000
+        ticker = loop.schedule(at: Instant(nanoseconds: at)) { [self] in tick() }
     }
 
     /// Ends the run on this loop: counts what is still unanswered, closes the connections and
