@@ -223,6 +223,7 @@ struct ReplyLineTests {
             ("1 DECLINED reason=amount-limit replayed=true", .declinedReplayed), ("1 MISMATCH", .mismatch),
             ("1 CANCELLED", .cancelled), ("1 SUPERSEDED", .superseded), ("1 ERR unknown-verb", .error),
             ("1 ok", .unknown), ("1 OK replayed=false", .ok), ("1 OK text replayed=truex", .ok),
+            ("1 OK xreplayed=true", .ok), ("1 OK replayed=true charge=c1", .okReplayed), ("1 OK replayed=true", .okReplayed),
         ])
     func kinds(text: String, kind: ReplyKind) throws {
         #expect(try #require(ReplyLine(text)).kind == kind)

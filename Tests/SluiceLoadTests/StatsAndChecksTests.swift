@@ -159,3 +159,45 @@ struct CorrectnessCheckTests {
         #expect(CorrectnessChecks.allPassed(results))
     }
 }
+
+@Suite("in-flight table")
+struct InFlightTableTests {
+    @Test("out-of-order removal, unknown and repeated ids, growth past a collision")
+    func table() {
+        var table = InFlightTable<String>(capacity: 2)
+        #expect(table.slotCount == 16)
+        for id in UInt64(1)...10 { table.insert("r\(id)", id: id) }
+        #expect(table.count == 10)
+        #expect(table.remove(id: 7) == "r7")
+        #expect(table.remove(id: 7) == nil)  // answered twice
+        #expect(table.remove(id: 99) == nil)  // never sent
+        #expect(table.remove(id: 0) == nil)
+        #expect(table.remove(id: 2) == "r2")
+        // Id 17 lands on id 1's slot while 1 is still in flight: the table grows.
+        table.insert("r17", id: 17)
+        #expect(table.slotCount == 32)
+        #expect(table.remove(id: 1) == "r1")
+        #expect(table.remove(id: 17) == "r17")
+        for id: UInt64 in [3, 4, 5, 6, 8, 9, 10] { #expect(table.remove(id: id) == "r\(id)") }
+        #expect(table.count == 0)
+    }
+
+    @Test("a long run with a sliding window of 1000 ids in flight matches a dictionary")
+    func slidingWindow() {
+        var table = InFlightTable<UInt64>(capacity: 8)
+        var model: [UInt64: UInt64] = [:]
+        var random = SplitMix64(seed: 5)
+        var next: UInt64 = 1
+        for _ in 0..<50_000 {
+            if model.count < 1000 && (model.isEmpty || random.next() % 2 == 0) {
+                table.insert(next * 3, id: next)
+                model[next] = next * 3
+                next += 1
+            } else {
+                let id = model.keys.randomElement(using: &random)!
+                #expect(table.remove(id: id) == model.removeValue(forKey: id))
+            }
+        }
+        #expect(table.count == model.count)
+    }
+}

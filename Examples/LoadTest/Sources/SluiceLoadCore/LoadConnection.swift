@@ -3,6 +3,14 @@ import SluiceCore
 import SluiceLibevent
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One load connection: sends requests, matches replies by id (or in order, raw echo),
 /// records latency and checks every reply. All methods run on its loop's thread.
 final class LoadConnection: TCPConnectionHandler {
@@ -18,9 +26,11 @@ final class LoadConnection: TCPConnectionHandler {
     let index: Int
     private let state: LoopState
     private let shared: LoadShared
-    private weak var connection: TCPConnection?
+    /// Strong: the connection holds this handler until it closes, and closing drops that
+    /// reference, which breaks the cycle (every connection is closed by `LoopState.finish`).
+    private var connection: TCPConnection?
     private var nextID: UInt64 = 1
-    private var inFlight: [UInt64: InFlight] = [:]
+    private var inFlight: InFlightTable<InFlight>
     private var rawInFlight = Deque<Int64>()
     private var line: [UInt8] = []
     /// Open loop: when the next request is due.
@@ -31,7 +41,7 @@ final class LoadConnection: TCPConnectionHandler {
         self.state = state
         self.shared = state.shared
         line.reserveCapacity(256)
-        inFlight.reserveCapacity(shared.configuration.depth * 2)
+        inFlight = InFlightTable(capacity: state.shared.configuration.depth)
     }
 
     /// Requests sent and not answered yet.
@@ -77,7 +87,7 @@ final class LoadConnection: TCPConnectionHandler {
         line.removeAll(keepingCapacity: true)
         line.appendDecimal(id)
         line.append(0x20)
-        line.append(contentsOf: verb.wireName.utf8)
+        line.append(contentsOf: verb.wireBytes)
         var tag: UInt64 = 0
         switch verb {
         case .echo:
@@ -105,7 +115,7 @@ final class LoadConnection: TCPConnectionHandler {
             line.appendDecimal(id)
         }
         line.append(0x0A)
-        inFlight[id] = InFlight(verb: verb, start: start, tag: tag)
+        inFlight.insert(InFlight(verb: verb, start: start, tag: tag), id: id)
         line.withUnsafeBytes { _ = connection.write($0) }
         state.stats.recordSent(verb)
         state.sentCount.add(1, ordering: .relaxed)
@@ -167,7 +177,7 @@ final class LoadConnection: TCPConnectionHandler {
         state.stats.record(.echo, .ok, latencyNanoseconds: now - start)
         state.repliedCount.add(1, ordering: .relaxed)
         let expected = shared.payload.count - 1
-        let matches = line.count == expected && shared.payload.withUnsafeBytes { line.elementsEqual($0.prefix(expected)) }
+        let matches = line.count == expected && shared.payload.withUnsafeBytes { bytesEqual(line, UnsafeRawBufferPointer(rebasing: $0.prefix(expected))) }
         if !matches {
             state.outcome.badReplies += 1
             state.errorCount.add(1, ordering: .relaxed)
@@ -188,7 +198,7 @@ final class LoadConnection: TCPConnectionHandler {
             state.sample("connection error", line)
             return
         }
-        guard let id = fields.id, let request = inFlight.removeValue(forKey: id) else {
+        guard let id = fields.id, let request = inFlight.remove(id: id) else {
             state.outcome.unmatchedReplies += 1
             state.errorCount.add(1, ordering: .relaxed)
             state.sample("unmatched", line)
@@ -220,7 +230,7 @@ final class LoadConnection: TCPConnectionHandler {
     private func replyMatches(_ fields: ReplyFields, _ request: InFlight) -> Bool {
         switch (request.verb, fields.kind) {
         case (.echo, .ok):
-            return shared.payload.withUnsafeBytes { fields.details.elementsEqual($0) }
+            return shared.payload.withUnsafeBytes { bytesEqual(fields.details, $0) }
         case (.search, .ok):
             guard let results = fields.field("results"), results.first == UInt8(ascii: "q") else { return false }
             return ReplyFields.decimal(UnsafeRawBufferPointer(rebasing: results.dropFirst())) == request.tag
@@ -269,4 +279,12 @@ extension [UInt8] {
             rest /= 10
         }
     }
+}
+
+/// Whether two byte ranges hold the same bytes (`memcmp`).
+@inline(__always)
+func bytesEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count else { return false }
+    guard a.count > 0, let left = a.baseAddress, let right = b.baseAddress else { return true }
+    return memcmp(left, right, a.count) == 0
 }

@@ -109,6 +109,17 @@ public struct ReplyFields {
                 && status.elementsEqual(UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
         }
         func replayed() -> Bool {
+            // Fast path: the protocol appends " replayed=true" last; otherwise look for the
+            // field anywhere, but only when the details are long enough to hold it.
+            let suffix: StaticString = "replayed=true"
+            let length = suffix.utf8CodeUnitCount
+            guard details.count >= length else { return false }
+            let tail = UnsafeRawBufferPointer(rebasing: details[(details.count - length)...])
+            if tail.elementsEqual(UnsafeRawBufferPointer(start: suffix.utf8Start, count: length)),
+                details.count == length || details[details.count - length - 1] == 0x20
+            {
+                return true
+            }
             guard let value = field("replayed", in: details) else { return false }
             return value.elementsEqual("true".utf8)
         }

@@ -15,6 +15,10 @@ public enum Verb: Int, CaseIterable, Sendable, Hashable, Codable, CustomStringCo
     /// The verb as sent on the wire.
     public var wireName: String { name.uppercased() }
 
+    /// ``wireName`` as bytes, computed once (the request builder's hot path).
+    var wireBytes: [UInt8] { Verb.wireBytesTable[rawValue] }
+    private static let wireBytesTable: [[UInt8]] = Verb.allCases.map { Array($0.wireName.utf8) }
+
     public var description: String { name }
 
     /// The verb named `name` (case-insensitive), if any.
