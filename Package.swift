@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SluicePayment", targets: ["SluicePayment"]),
         .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
+        .executable(name: "sluice-load", targets: ["SluiceLoad"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // MARK: C layer
@@ -85,6 +87,26 @@ let package = Package(
             exclude: ["README.md"]
         ),
 
+        .target(
+            name: "SluiceLoadCore",
+            dependencies: [
+                "SluiceCore",
+                "SluiceLibevent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Examples/LoadTest/Sources/SluiceLoadCore"
+        ),
+        .executableTarget(
+            name: "SluiceLoad",
+            dependencies: [
+                "SluiceLoadCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/LoadTest/Sources/SluiceLoad"
+        ),
+
         // MARK: Tests
         .target(name: "SluiceTestSupport", path: "Tests/Support"),
         .testTarget(
@@ -104,6 +126,16 @@ let package = Package(
             dependencies: [
                 "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluicePluginTesting",
                 "SluiceTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "SluiceLoadTests",
+            dependencies: [
+                "SluiceLoadCore",
+                "SluiceLibevent",
+                "SluiceCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
     ]

@@ -12,6 +12,8 @@ let package = Package(
     dependencies: [
         .package(name: "Sluice", path: "../.."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // MARK: Policy decisions (package-benchmark)
@@ -23,6 +25,38 @@ let package = Package(
             ],
             path: "Benchmarks/PolicyBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
+        // MARK: Event loop throughput (package-benchmark)
+        .executableTarget(
+            name: "LoopBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "SluiceLibevent", package: "Sluice"),
+            ],
+            path: "Benchmarks/LoopBenchmarks",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
+        // MARK: SwiftNIO line echo (the load-test baseline)
+        .executableTarget(
+            name: "nio-echo",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/NIOEcho",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ]
         ),
 
         // MARK: Gate decisions per second on one loop (package-benchmark)

@@ -1,0 +1,75 @@
+import SluiceCore
+/// Everything that defines one `sluice-load` run, validated.
+public struct LoadConfiguration: Sendable, Hashable {
+    /// When the run stops sending.
+    public enum Limit: Sendable, Hashable, CustomStringConvertible {
+        /// Send for this long, then wait for the replies still in flight.
+        case duration(Duration)
+        /// Send this many requests in total, then wait for their replies.
+        case requests(Int)
+
+        public var description: String {
+            switch self {
+            case .duration(let duration): "duration \(duration)"
+            case .requests(let count): "\(count) requests"
+            }
+        }
+    }
+
+    public var host: String = "127.0.0.1"
+    public var port: Int = 7070
+    /// Connections, spread round-robin over ``loops`` client loops.
+    public var connections: Int = 16
+    /// Requests in flight per connection (closed loop). Ignored with ``rate``.
+    public var depth: Int = 8
+    public var limit: Limit = .duration(.seconds(10))
+    public var mix: RequestMix = .standard
+    /// Keys drawn from (TAP, PAY, SEARCH).
+    public var keys: Int = 1000
+    public var keyDistribution: KeyDistribution = .uniform
+    /// Share of PAYs that reuse an earlier (key, idem, amount) sent by another connection.
+    public var dupRatio: Double = 0
+    /// Open loop: requests per second over all connections, latency measured from the intended
+    /// send time. `nil`: closed loop with ``depth``.
+    public var rate: Double?
+    /// Raw echo mode: send bare lines of ``lineBytes`` bytes (LF included) to a server that
+    /// echoes lines verbatim; replies are matched in order.
+    public var rawEcho: Bool = false
+    /// Raw echo: bytes per line including the LF.
+    public var lineBytes: Int = 64
+    /// Bytes of ECHO text per request (protocol mode).
+    public var echoBytes: Int = 16
+    /// Client event loops (threads).
+    public var loops: Int = 1
+    /// How long to wait for replies still in flight after sending stops.
+    public var drainTimeout: Duration = .seconds(5)
+    /// Seed of the client's random choices (verbs, keys, duplicates).
+    public var seed: UInt64 = 1
+
+    public init() {}
+
+    /// Checks every field; throws ``LoadError`` naming the first bad one.
+    public func validate() throws(LoadError) {
+        if !(1...65535).contains(port) { throw LoadError("--port must be 1...65535", input: "\(port)") }
+        if connections < 1 { throw LoadError("--connections must be at least 1", input: "\(connections)") }
+        if depth < 1 { throw LoadError("--depth must be at least 1", input: "\(depth)") }
+        if keys < 1 { throw LoadError("--keys must be at least 1", input: "\(keys)") }
+        if !(0...1).contains(dupRatio) { throw LoadError("--dup-ratio must be between 0 and 1", input: "\(dupRatio)") }
+        if let rate, !(rate.isFinite && rate > 0) { throw LoadError("--rate must be a positive number", input: "\(rate)") }
+        if lineBytes < 2 { throw LoadError("--line-bytes must be at least 2 (one byte and the LF)", input: "\(lineBytes)") }
+        if echoBytes < 1 { throw LoadError("--echo-bytes must be at least 1", input: "\(echoBytes)") }
+        if loops < 1 { throw LoadError("--loops must be at least 1", input: "\(loops)") }
+        if case .requests(let count) = limit, count < 1 {
+            throw LoadError("--requests must be at least 1", input: "\(count)")
+        }
+        if rawEcho && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
+            throw LoadError("--raw-echo sends bare lines only; drop --mix or use --mix echo=1", input: "\(mix)")
+        }
+    }
+
+    /// The interval between two intended sends on one connection in open-loop mode.
+    public var openLoopInterval: Duration? {
+        guard let rate else { return nil }
+        return .nanoseconds(Int64((Double(connections) / rate * 1e9).rounded()))
+    }
+}

@@ -1,0 +1,97 @@
+import ArgumentParser
+
+/// The command-line options of `sluice-load` (swift-argument-parser), turned into a
+/// ``LoadConfiguration`` by ``configuration()``.
+public struct LoadOptions: ParsableArguments {
+    @Option(help: "Server address (an IP literal or localhost).")
+    public var host = "127.0.0.1"
+
+    @Option(help: "Server port.")
+    public var port = 7070
+
+    @Option(help: "TCP connections to open.")
+    public var connections = 16
+
+    @Option(help: "Requests in flight per connection (closed loop; ignored with --rate).")
+    public var depth = 8
+
+    @Option(help: "How long to send, e.g. 10s, 500ms, 1m (default 10s unless --requests is given).")
+    public var duration: String?
+
+    @Option(help: "How many requests to send in total (instead of --duration).")
+    public var requests: Int?
+
+    @Option(help: "Verb weights, e.g. echo=70,tap=10,pay=10,search=10.")
+    public var mix = "echo=70,tap=10,pay=10,search=10"
+
+    @Option(help: "How many distinct keys TAP, PAY and SEARCH use.")
+    public var keys = 1000
+
+    @Option(name: .customLong("key-dist"), help: "Key distribution: uniform, zipf:<s> or unique.")
+    public var keyDist = "uniform"
+
+    @Option(name: .customLong("dup-ratio"), help: "Share of PAYs that reuse an earlier idem key sent by another connection (0...1).")
+    public var dupRatio = 0.0
+
+    @Option(help: "Open loop: requests per second over all connections (latency from the intended send time).")
+    public var rate: Double?
+
+    @Option(help: "Write the results as JSON to this file.")
+    public var json: String?
+
+    @Flag(name: .customLong("raw-echo"), help: "Send bare lines to a verbatim line echo server (the baselines); replies match in order.")
+    public var rawEcho = false
+
+    @Option(name: .customLong("line-bytes"), help: "--raw-echo: bytes per line including the LF.")
+    public var lineBytes = 64
+
+    @Option(name: .customLong("echo-bytes"), help: "Bytes of text per ECHO request.")
+    public var echoBytes = 16
+
+    @Option(help: "Client event loops (threads).")
+    public var loops = 1
+
+    @Option(name: .customLong("drain-timeout"), help: "How long to wait for replies in flight after sending stops.")
+    public var drainTimeout = "5s"
+
+    @Option(help: "Seed for the random choices (verbs, keys, duplicates).")
+    public var seed: UInt64 = 1
+
+    @Flag(help: "No progress lines; only the final report.")
+    public var quiet = false
+
+    public init() {}
+
+    /// The validated configuration these options describe.
+    public func configuration() throws(LoadError) -> LoadConfiguration {
+        var configuration = LoadConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.connections = connections
+        configuration.depth = depth
+        switch (duration, requests) {
+        case (.some, .some):
+            throw LoadError("give --duration or --requests, not both", input: "")
+        case (.some(let text), nil):
+            configuration.limit = .duration(try parseDuration(text))
+        case (nil, .some(let count)):
+            configuration.limit = .requests(count)
+        case (nil, nil):
+            configuration.limit = .duration(.seconds(10))
+        }
+        configuration.mix = rawEcho && mix == "echo=70,tap=10,pay=10,search=10"
+            ? try RequestMix(parsing: "echo=1") : try RequestMix(parsing: mix)
+        configuration.keys = keys
+        configuration.keyDistribution = try KeyDistribution(parsing: keyDist)
+        configuration.dupRatio = dupRatio
+        configuration.rate = rate
+        configuration.rawEcho = rawEcho
+        configuration.lineBytes = lineBytes
+        configuration.echoBytes = echoBytes
+        configuration.loops = loops
+        configuration.drainTimeout = try parseDuration(drainTimeout)
+        configuration.seed = seed
+        try configuration.validate()
+        return configuration
+    }
+}

@@ -1,0 +1,138 @@
+import SluiceCore
+import SluiceLibevent
+import Synchronization
+import Testing
+
+/// Server side for these tests: per line, writes what the line asks for.
+/// `later <text>` replies from a loop job after the read batch; `close-after <text>` replies and
+/// then closes after flushing, inside the batch; anything else is echoed at once.
+private final class ScriptedHandler: TCPConnectionHandler {
+    func connectionOpened(_ connection: TCPConnection) {}
+
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("later ") {
+            let reply = String(text.dropFirst(6)) + "\n"
+            connection.loop.execute { connection.write(reply) }
+        } else if text.hasPrefix("close-after ") {
+            connection.write(String(text.dropFirst(12)) + "\n")
+            connection.closeAfterFlush()
+        } else {
+            connection.write(text + "\n")
+        }
+    }
+
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {
+        connection.write("- ERR line-too-long\n")
+    }
+
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
+}
+
+/// Client side: collects lines and close reasons, from the loop thread.
+private final class CollectingHandler: TCPConnectionHandler, Sendable {
+    let lines = Mutex<[String]>([])
+    let closed = Mutex<TCPConnection.CloseReason?>(nil)
+
+    func connectionOpened(_ connection: TCPConnection) {}
+
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        lines.withLock { $0.append(text) }
+    }
+
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {
+        lines.withLock { $0.append("<overlong>") }
+    }
+
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
+        closed.withLock { $0 = reason }
+    }
+
+    /// Waits (up to 5 s) until `count` lines arrived; returns them.
+    func waitForLines(_ count: Int) async throws -> [String] {
+        for _ in 0..<1000 {
+            let current = lines.withLock { $0 }
+            if current.count >= count { return current }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return lines.withLock { $0 }
+    }
+
+    func waitForClose() async throws -> TCPConnection.CloseReason? {
+        for _ in 0..<1000 {
+            if let reason = closed.withLock({ $0 }) { return reason }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+}
+
+private func withScriptedServer(_ body: (Int, EventLoopGroup) async throws -> Void) async throws {
+    let group = try EventLoopGroup(loopCount: 2, namePrefix: "client-test")
+    do {
+        let server = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0)) { _ in
+            ScriptedHandler()
+        }
+        try await body(server.port, group)
+    } catch {
+        group.shutdownGracefully()
+        throw error
+    }
+    group.shutdownGracefully()
+}
+
+@Suite struct TCPClientTests {
+    @Test func clientConnectionSendsAndReceivesLines() async throws {
+        try await withScriptedServer { port, group in
+            let handler = CollectingHandler()
+            let connection = try await TCPClient.connect(host: "127.0.0.1", port: port, on: group.loops[1]) { _ in handler }
+            #expect(connection.loop === group.loops[1])
+            connection.write("one\ntwo\r\n")
+            connection.write("three\n")
+            #expect(try await handler.waitForLines(3) == ["one", "two", "three"])
+            connection.close()
+            #expect(try await handler.waitForClose() == .closedLocally)
+        }
+    }
+
+    @Test func writesDuringAReadBatchAndAfterItKeepTheirOrder() async throws {
+        try await withScriptedServer { port, group in
+            let handler = CollectingHandler()
+            let connection = try await TCPClient.connect(host: "127.0.0.1", port: port, on: group.loops[0]) { _ in handler }
+            // One segment: "a" and "c" are written inside the server's read batch, "b" from a
+            // loop job after it; "d" arrives in a later batch.
+            connection.write("a\nlater b\nc\n")
+            #expect(try await handler.waitForLines(3) == ["a", "c", "b"])
+            connection.write("d\n")
+            #expect(try await handler.waitForLines(4) == ["a", "c", "b", "d"])
+        }
+    }
+
+    @Test func closeAfterFlushInsideABatchStillSendsWhatWasWritten() async throws {
+        try await withScriptedServer { port, group in
+            let handler = CollectingHandler()
+            let connection = try await TCPClient.connect(host: "127.0.0.1", port: port, on: group.loops[0]) { _ in handler }
+            connection.write("first\nclose-after bye\n")
+            #expect(try await handler.waitForLines(2) == ["first", "bye"])
+            #expect(try await handler.waitForClose() == .endOfStream)
+        }
+    }
+
+    @Test func refusedAndInvalidAddressesThrow() async throws {
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdownGracefully() }
+        // A port nothing listens on: bind a server, note its port, close it.
+        var closedPort = 0
+        try await withScriptedServer { port, _ in closedPort = port }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPClient.connect(host: "127.0.0.1", port: closedPort, on: group.loops[0]) { _ in CollectingHandler() }
+        }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPClient.connect(host: "not-an-ip", port: 7070, on: group.loops[0]) { _ in CollectingHandler() }
+        }
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPClient.connect(host: "127.0.0.1", port: 0, on: group.loops[0]) { _ in CollectingHandler() }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import ArgumentParser
+import SluiceLoadCore
+import Testing
+
+@Suite("sluice-load against an in-test server", .serialized)
+struct LoadRunnerTests {
+    static func configuration(port: Int, _ arguments: [String]) throws -> LoadConfiguration {
+        try LoadOptions.parse(["--port", "\(port)", "--drain-timeout", "300ms"] + arguments).configuration()
+    }
+
+    @Test("a correct server passes every check; duplicates are replayed, charges = unique pairs")
+    func correctServer() async throws {
+        let server = FakeProtocolServer(fault: .none)
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(
+                port: port,
+                ["--connections", "6", "--depth", "4", "--requests", "3000", "--mix", "echo=40,tap=20,pay=30,search=10",
+                 "--dup-ratio", "0.5", "--keys", "50", "--loops", "2"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.passed, "\(result.report)")
+            #expect(result.stats.totalSent == 3000)
+            #expect(result.stats.totalReplies == 3000)
+            #expect(result.ledger.duplicatesSent > 0)
+            #expect(result.ledger.uniquePairsSent > 0)
+            #expect(result.stats.count(.pay, .okReplayed) == result.ledger.duplicatesSent)
+            let charged = try #require(result.outcome.statsAfter?.payments) - (try #require(result.outcome.statsBefore?.payments))
+            #expect(charged == result.ledger.uniquePairsSent)
+            #expect(result.checks.count == 6)
+            // SEARCH replies come 2 ms late, so replies overtook requests and were matched by id.
+            #expect(result.stats.count(.search, .ok) == result.stats.sent(.search))
+        }
+    }
+
+    @Test("a server that charges every duplicate fails the payment check")
+    func doubleCharging() async throws {
+        let server = FakeProtocolServer(fault: .chargeEveryPay)
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--connections", "4", "--depth", "4", "--requests", "800", "--mix", "pay=1", "--dup-ratio", "0.5"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            let failed = result.checks.filter { !$0.passed }.map(\.name)
+            #expect(failed == ["PAY charges (STATS) = unique (key, idem) pairs sent"])
+        }
+    }
+
+    @Test("a lost reply fails 'exactly one reply' after the drain timeout")
+    func lostReply() async throws {
+        let server = FakeProtocolServer(fault: .dropReply(50))
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--connections", "2", "--depth", "2", "--requests", "200", "--mix", "echo=1"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            #expect(result.outcome.missingReplies == 1)
+            #expect(result.checks.first { !$0.passed }?.name == "every request got exactly one reply")
+        }
+    }
+
+    @Test("an ERR reply fails 'no unexpected ERR'")
+    func errReply() async throws {
+        let server = FakeProtocolServer(fault: .errOnTap)
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--connections", "2", "--requests", "100", "--mix", "echo=1,tap=1"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            #expect(result.outcome.errorReplies == result.stats.sent(.tap))
+            #expect(result.checks.filter { !$0.passed }.map(\.name) == ["no unexpected ERR"])
+        }
+    }
+
+    @Test("ECHO text that comes back altered fails 'replies match their requests'")
+    func corruptEcho() async throws {
+        let server = FakeProtocolServer(fault: .corruptEcho)
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(port: port, ["--connections", "1", "--requests", "20", "--mix", "echo=1"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.outcome.badReplies == 20)
+            #expect(!result.passed)
+        }
+    }
+
+    @Test("raw echo: verbatim echo passes, an altered line fails")
+    func rawEcho() async throws {
+        try await withFakeServer(nil) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--raw-echo", "--connections", "3", "--depth", "8", "--requests", "5000", "--line-bytes", "40"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.passed, "\(result.report)")
+            #expect(result.stats.count(.echo, .ok) == 5000)
+        }
+        try await withFakeServer(nil, corruptRaw: true) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--raw-echo", "--connections", "1", "--requests", "10", "--line-bytes", "40"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            #expect(result.outcome.badReplies == 10)
+        }
+    }
+
+    @Test("open loop sends at the requested rate for the requested time")
+    func openLoop() async throws {
+        try await withFakeServer(FakeProtocolServer(fault: .none)) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--connections", "4", "--rate", "2000", "--duration", "500ms", "--mix", "echo=1"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.passed, "\(result.report)")
+            // 2000/s × 0.5 s = 1000 intended sends, each connection on its own 2 ms grid.
+            #expect(abs(result.stats.totalSent - 1000) <= 8, "sent \(result.stats.totalSent)")
+        }
+    }
+
+    @Test("nothing listening: the run fails with an error, not a hang")
+    func refused() async throws {
+        // Bind and close a server to find a port that nothing listens on.
+        var freePort = 0
+        try await withFakeServer(nil) { port in freePort = port }
+        let configuration = try Self.configuration(port: freePort, ["--requests", "10"])
+        await #expect(throws: LoadError.self) { try await LoadRunner.run(configuration) }
+    }
+
+    @Test("the JSON output carries the figures and the checks")
+    func json() async throws {
+        try await withFakeServer(FakeProtocolServer(fault: .none)) { port in
+            let configuration = try Self.configuration(port: port, ["--connections", "1", "--requests", "50", "--mix", "echo=1,tap=1"])
+            let result = try await LoadRunner.run(configuration)
+            let text = String(decoding: try result.json(), as: UTF8.self)
+            #expect(text.contains("\"sent\" : 50"))
+            #expect(text.contains("\"passed\" : true"))
+            #expect(text.contains("\"p99\""))
+            #expect(result.report.contains("result: PASS"))
+        }
+    }
+}

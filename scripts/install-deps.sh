@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the system packages Sluice needs on Debian/Ubuntu, only when something is missing.
+#
+#   scripts/install-deps.sh            # build + test packages (libevent, pkg-config, redis-server)
+#   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` needs (libevent, pkg-config)
+#
+# It checks `dpkg -s` first and calls `apt-get update && apt-get install -y …` (through sudo when
+# not root) only for the packages that are not installed. On a non-Debian system it checks
+# pkg-config for libevent and tells you what to install.
+set -euo pipefail
+
+runtime=(libevent-dev pkg-config)
+test_extra=(redis-server netcat-openbsd)
+
+packages=("${runtime[@]}")
+if [[ "${1:-}" != "--runtime" ]]; then
+    packages+=("${test_extra[@]}")
+fi
+
+if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    if pkg-config --exists libevent libevent_pthreads 2>/dev/null; then
+        exit 0
+    fi
+    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads) and pkg-config yourself" >&2
+    echo "install-deps: e.g. 'brew install libevent pkg-config' on macOS" >&2
+    exit 1
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+    if ! dpkg -s "$package" >/dev/null 2>&1 || ! dpkg -s "$package" 2>/dev/null | grep -q '^Status: install ok installed'; then
+        missing+=("$package")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ "$(id -u)" -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+        echo "install-deps: need root or sudo to run: apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Quick start, command 2: installs what is missing (including redis-server for the Redis store's
+# tests) and runs the whole test suite. Arguments go to `swift test`, e.g. `--filter SluiceCoreTests`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+exec swift test "$@"
