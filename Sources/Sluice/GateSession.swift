@@ -35,14 +35,27 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
     private var outstanding = 0
     /// The peer half-closed: close once the outstanding replies are written.
     private var inputHasEnded = false
-    private var echoLimit: RateLimitState
-    /// Reply bytes are assembled here, then written with one call.
-    private var outgoing = ReplyBuilder()
+    /// The state every line touches, behind a pointer this session owns: reaching it through a
+    /// `let` costs no dynamic exclusivity check per access (four or five a line otherwise).
+    private let hot: UnsafeMutablePointer<HotState>
+
+    private struct HotState: ~Copyable {
+        /// The per-connection `ECHO` limit.
+        var echoLimit = RateLimitState()
+        /// Reply bytes are assembled here, then written with one call.
+        var outgoing = ReplyBuilder()
+    }
 
     init(server: GateServer, connection: any SessionTransport) {
         self.server = server
         self.connection = connection
-        self.echoLimit = RateLimitState()
+        self.hot = .allocate(capacity: 1)
+        hot.initialize(to: HotState())
+    }
+
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
     }
 
     // MARK: - Input
@@ -121,18 +134,18 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
             reply(line, id: parsed.id, Self.usageEcho)
             return
         }
-        let decision = echoLimit.check(now: connection.loop.now, options: server.echoLimit)
+        let decision = hot.pointee.echoLimit.check(now: connection.loop.now, options: server.echoLimit)
         guard decision.allowed else {
             let wait = (decision.retryAfter ?? .zero).wholeMillisecondsRoundedUp
             replyText(line, id: parsed.id, "LIMITED retry-after-ms=\(wait)")
             return
         }
-        outgoing.reset()
-        outgoing.append(UnsafeRawBufferPointer(rebasing: line[parsed.id]))
-        outgoing.append(" OK ")
-        outgoing.append(UnsafeRawBufferPointer(rebasing: line[text]))
-        outgoing.append(byte: 0x0A)
-        connection.write(outgoing.bytes)
+        hot.pointee.outgoing.reset()
+        hot.pointee.outgoing.append(UnsafeRawBufferPointer(rebasing: line[parsed.id]))
+        hot.pointee.outgoing.append(" OK ")
+        hot.pointee.outgoing.append(UnsafeRawBufferPointer(rebasing: line[text]))
+        hot.pointee.outgoing.append(byte: 0x0A)
+        connection.write(hot.pointee.outgoing.bytes)
     }
 
     private func cancel(_ line: UnsafeRawBufferPointer, _ parsed: RequestLine.Parsed) {
@@ -210,21 +223,21 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
 
     /// Writes `<id> <status>\n` where `status` already ends with its LF.
     private func reply(_ line: UnsafeRawBufferPointer, id: Range<Int>, _ status: StaticString) {
-        outgoing.reset()
-        outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
-        outgoing.append(byte: 0x20)
-        outgoing.append(status)
-        connection.write(outgoing.bytes)
+        hot.pointee.outgoing.reset()
+        hot.pointee.outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
+        hot.pointee.outgoing.append(byte: 0x20)
+        hot.pointee.outgoing.append(status)
+        connection.write(hot.pointee.outgoing.bytes)
     }
 
     private func replyText(_ line: UnsafeRawBufferPointer, id: Range<Int>, _ status: String) {
         var status = status
-        outgoing.reset()
-        outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
-        outgoing.append(byte: 0x20)
-        status.withUTF8 { outgoing.append(UnsafeRawBufferPointer($0)) }
-        outgoing.append(byte: 0x0A)
-        connection.write(outgoing.bytes)
+        hot.pointee.outgoing.reset()
+        hot.pointee.outgoing.append(UnsafeRawBufferPointer(rebasing: line[id]))
+        hot.pointee.outgoing.append(byte: 0x20)
+        status.withUTF8 { hot.pointee.outgoing.append(UnsafeRawBufferPointer($0)) }
+        hot.pointee.outgoing.append(byte: 0x0A)
+        connection.write(hot.pointee.outgoing.bytes)
     }
 
     private static let pong: StaticString = "PONG\n"

@@ -54,7 +54,17 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     private let stopped = Atomic<Bool>(false)
 
     /// Loop-thread-only state (see the `@unchecked Sendable` note above).
-    private var loopOnly = LoopThreadState()
+    private var loopOnly: LoopThreadState {
+        _read { yield loopOnlyStorage.pointee }
+        _modify { yield &loopOnlyStorage.pointee }
+    }
+    /// Behind a pointer rather than a stored `var`: the loop reads it for every job and every
+    /// `now`, and a class's stored `var` pays a dynamic exclusivity check on each access.
+    private let loopOnlyStorage: UnsafeMutablePointer<LoopThreadState> = {
+        let storage = UnsafeMutablePointer<LoopThreadState>.allocate(capacity: 1)
+        storage.initialize(to: LoopThreadState())
+        return storage
+    }()
 
     /// Creates an event base and starts its thread.
     ///
@@ -95,6 +105,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     deinit {
         precondition(stopped.load(ordering: .acquiring), "EventLoop \(name) deinitialised while running: call shutdownGracefully()")
+        loopOnlyStorage.deinitialize(count: 1)
+        loopOnlyStorage.deallocate()
     }
 
     public var description: String { "EventLoop(\(name))" }

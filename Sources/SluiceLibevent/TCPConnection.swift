@@ -64,18 +64,37 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     /// The peer's address, e.g. `127.0.0.1:53422`.
     public let remoteAddress: String
 
-    private var bufferEvent: OpaquePointer?
+    /// The state every line touches, behind a pointer rather than stored `var`s: a class's
+    /// stored `var` pays a dynamic exclusivity check on each access, several a line here.
+    private let hot: UnsafeMutablePointer<HotState>
+
+    private struct HotState {
+        var bufferEvent: OpaquePointer?
+        var batching = false
+        var readPausedForBackpressure = false
+    }
+
+    private var bufferEvent: OpaquePointer? {
+        get { hot.pointee.bufferEvent }
+        set { hot.pointee.bufferEvent = newValue }
+    }
     /// Writes made while a read batch is being framed collect here and move to the
     /// bufferevent's output in one `evbuffer_add_buffer` when the batch ends: one lock and one
     /// output callback per batch instead of per write. An evbuffer of its own without a lock
     /// (loop thread only); empty outside ``readable()``.
     private let staging: OpaquePointer
     /// Whether ``readable()`` is framing a batch (writes go to `staging`).
-    private var batching = false
+    private var batching: Bool {
+        get { hot.pointee.batching }
+        set { hot.pointee.batching = newValue }
+    }
     private var framer: LineFramer
     private var handler: (any TCPConnectionHandler)?
     private let configuration: TCPConfiguration
-    private var readPausedForBackpressure = false
+    private var readPausedForBackpressure: Bool {
+        get { hot.pointee.readPausedForBackpressure }
+        set { hot.pointee.readPausedForBackpressure = newValue }
+    }
     private var closeWhenFlushed = false
     private var inputEnded = false
     private let onClose: (TCPConnection) -> Void
@@ -111,11 +130,14 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             throw EventLoopError(code: .baseCreationFailed, message: "bufferevent_socket_new failed", input: remoteAddress)
         }
         self.staging = staging
-        self.bufferEvent = bufferEvent
+        self.hot = .allocate(capacity: 1)
+        hot.initialize(to: HotState(bufferEvent: bufferEvent))
     }
 
     deinit {
         evbuffer_free(staging)
+        hot.deinitialize(count: 1)
+        hot.deallocate()
     }
 
     public var description: String { "TCPConnection(\(id), \(remoteAddress))" }
@@ -147,7 +169,12 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         loop.assertInEventLoop()
         guard let bufferEvent, let base = bytes.baseAddress else { return bufferEvent != nil }
-        evbuffer_add(batching ? staging : bufferevent_get_output(bufferEvent), base, bytes.count)
+        if batching {
+            // `readable()` checks the watermark once per window of input it frames.
+            evbuffer_add(staging, base, bytes.count)
+            return true
+        }
+        evbuffer_add(bufferevent_get_output(bufferEvent), base, bytes.count)
         applyBackpressure(bufferEvent)
         return true
     }
@@ -258,8 +285,8 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             let size = min(available, window)
             guard let start = evbuffer_pullup(input, size) else { break }
             let bytes = UnsafeRawBufferPointer(start: start, count: size)
+            guard let handler else { break }
             let consumed = framer.consume(bytes) { event in
-                guard let handler = self.handler else { return false }
                 switch event {
                 case .line(let line):
                     handler.connection(self, received: line)
@@ -270,6 +297,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             }
             guard self.bufferEvent != nil else { return }
             evbuffer_drain(input, consumed)
+            applyBackpressure(bufferEvent)
             if consumed == 0 { break }
         }
     }

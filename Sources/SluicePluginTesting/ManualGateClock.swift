@@ -41,13 +41,21 @@ public final class ManualGateClock: GateClock, Sendable {
     /// queued.
     public func advance(by duration: Duration) async {
         let target = now + duration
-        while let timer = nextDue(before: target) {
-            if let loop = timer.loop {
-                await loop.submit { timer.fire() }
-                await settle(loop)
-            } else {
-                timer.fire()
+        var loops: [EventLoop] = []
+        while true {
+            while let timer = nextDue(before: target) {
+                if let loop = timer.loop {
+                    if !loops.contains(where: { $0 === loop }) { loops.append(loop) }
+                    await loop.submit { timer.fire() }
+                    await settle(loop)
+                } else {
+                    timer.fire()
+                }
             }
+            // What the fired timers started may arm more timers due by `target` a few jobs
+            // later: settle once more and look again before moving the clock.
+            for loop in loops { await settle(loop) }
+            if nextDueDeadline(before: target) == nil { break }
         }
         state.withLock { $0.now = max($0.now, target) }
     }
@@ -56,6 +64,12 @@ public final class ManualGateClock: GateClock, Sendable {
     /// callback sees when libevent runs it before the due timers of the same loop iteration.
     public func advanceWithoutFiring(by duration: Duration) {
         state.withLock { $0.now = $0.now + duration }
+    }
+
+    private func nextDueDeadline(before target: Instant) -> Instant? {
+        state.withLock { state in
+            state.timers.lazy.filter { !$0.isCancelled && $0.deadline <= target }.map(\.deadline).min()
+        }
     }
 
     private func nextDue(before target: Instant) -> ManualTimer? {
@@ -72,7 +86,7 @@ public final class ManualGateClock: GateClock, Sendable {
 
     /// Lets `loop` run the jobs queued so far, and what those queue, a few rounds deep.
     private func settle(_ loop: EventLoop) async {
-        for _ in 0..<4 { await loop.submit {} }
+        for _ in 0..<8 { await loop.submit {} }
     }
 }
 

@@ -7,7 +7,7 @@ import Testing
 
 /// What the test echo handlers observed, across loops.
 private final class Observations: Sendable {
-    let pausedForBackpressure = Atomic<Bool>(false)
+    let connections = Mutex<[TCPConnection]>([])
     let closeReasons = Mutex<[TCPConnection.CloseReason]>([])
     let opened = Atomic<Int>(0)
 }
@@ -19,15 +19,13 @@ private final class TestEchoHandler: TCPConnectionHandler {
 
     func connectionOpened(_ connection: TCPConnection) {
         observations.opened.add(1, ordering: .relaxed)
+        observations.connections.withLock { $0.append(connection) }
     }
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
         var reply = Array(line)
         reply.append(0x0A)
         reply.withUnsafeBytes { _ = connection.write($0) }
-        if connection.isReadingPaused {
-            observations.pausedForBackpressure.store(true, ordering: .relaxed)
-        }
     }
 
     func connectionReceivedOverlongLine(_ connection: TCPConnection) {
@@ -131,10 +129,14 @@ private func withEchoServer(
                 }
             }
             sender.start()
-            for _ in 0..<1_500 where !observations.pausedForBackpressure.load(ordering: .relaxed) {
+            var paused = false
+            for _ in 0..<1_500 {
+                if let connection = observations.connections.withLock({ $0.first }) {
+                    paused = await connection.loop.submit { connection.isReadingPaused }
+                    if paused { break }
+                }
                 try await Task.sleep(for: .milliseconds(10))
             }
-            let paused = observations.pausedForBackpressure.load(ordering: .relaxed)
             #expect(paused)
             // Now drain: reading resumes below the low watermark and every echo arrives in order.
             var received = 0

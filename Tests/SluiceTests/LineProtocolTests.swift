@@ -286,7 +286,7 @@ private func replies(_ client: LineClient, _ count: Int) throws -> [String: Stri
             }
             let lines = try client.readLines(4)
             #expect(lines.allSatisfy { $0.hasSuffix(" ERR busy") })
-            #expect(await server.server.runningEffects() == 2)
+            try await waitUntil { await server.server.runningEffects() == 2 }
         }
     }
 

@@ -40,9 +40,10 @@ import Testing
         }
         // By 300 ms after the first, the latest held one (q4, sent at 240) has started;
         // q5 (at 300) then cancelled it.
+        #expect(await client.waitForReply(to: "4") == "4 CANCELLED")
         let replies = client.takeReplies()
-        #expect(replies.contains("4 CANCELLED"))
         #expect(replies.filter { $0.hasSuffix("SUPERSEDED") }.count == 4)
+        #expect(!replies.contains { $0.hasPrefix("5 ") })  // q5 is held
     }
 
     @Test func aNewerSearchCancelsTheRunningOne() async throws {
