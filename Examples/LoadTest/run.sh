@@ -267,9 +267,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
 
 # Latency plot (optional).
 if command -v python3 >/dev/null 2>&1 && python3 -c 'import matplotlib' 2>/dev/null; then
-    python3 "$here/plot.py" "$work" "$work/latency.png" && {
+    # Beside the script, not in the ignored out/, so BENCHMARKS.md's link works once committed.
+    python3 "$here/plot.py" "$work" "$here/latency.png" && {
         echo
-        echo "![latency percentiles](Examples/LoadTest/out/latency.png)"
+        echo "![latency percentiles](Examples/LoadTest/latency.png)"
     } >>"$out.tmp" || log "plot failed"
 else
     log "matplotlib not installed: no latency plot"
