@@ -109,26 +109,4 @@ extension DebounceState: KeyedState {
 }
 
 /// A debounce for one key: ``DebounceOptions`` plus a ``DebounceState``.
-public struct Debounce: Hashable, Sendable {
-    /// The options every decision uses.
-    public let options: DebounceOptions
-    /// The current state.
-    public var state = DebounceState()
-
-    /// A debounce with no history.
-    public init(options: DebounceOptions) {
-        self.options = options
-    }
-
-    /// Decides what happens to the event `token` arriving at `now`.
-    @inlinable
-    public mutating func event(_ token: EventToken, now: Instant) -> Decision {
-        state.event(token, now: now, options: options)
-    }
-
-    /// Delivers a timer requested earlier.
-    @inlinable
-    public mutating func fire(now: Instant) -> FireDecision {
-        state.fire(now: now, options: options)
-    }
-}
+public typealias Debounce = TimedPolicy<DebounceState>

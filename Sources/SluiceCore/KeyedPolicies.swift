@@ -14,15 +14,40 @@ public struct KeyedDecision: Hashable, Sendable {
     }
 }
 
+/// The state of a policy that holds events and requests timers (throttle, debounce): what the
+/// keyed table and the single-key wrapper need of it.
+public protocol TimedPolicyState: KeyedState {
+    /// The options every decision takes.
+    associatedtype Options
+    /// A state with no history.
+    init()
+    /// Decides what happens to the event `token` arriving at `now`.
+    mutating func event(_ token: EventToken, now: Instant, options: Options) -> Decision
+    /// Delivers a timer requested earlier.
+    mutating func fire(now: Instant, options: Options) -> FireDecision
+    /// The held event, if any.
+    var pending: EventToken? { get }
+}
+
+extension ThrottleState: TimedPolicyState {}
+extension DebounceState: TimedPolicyState {}
+
 /// Throttle state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key.
-public struct ThrottleTable<Key: Hashable> {
+public typealias ThrottleTable<Key: Hashable> = TimedTable<Key, ThrottleState>
+
+/// Debounce state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key.
+public typealias DebounceTable<Key: Hashable> = TimedTable<Key, DebounceState>
+
+/// The states of a timed policy (``ThrottleTable``, ``DebounceTable``) for many keys in a budgeted
+/// ``KeyTable`` that evicts the least recently used key.
+public struct TimedTable<Key: Hashable, State: TimedPolicyState> {
     /// The options every key uses.
-    public let options: ThrottleOptions
+    public let options: State.Options
     /// The per-key states.
-    public var table: KeyTable<Key, ThrottleState>
+    public var table: KeyTable<Key, State>
 
     /// An empty table within `budget`.
-    public init(options: ThrottleOptions, budget: MemoryBudget) throws(SluiceError) {
+    public init(options: State.Options, budget: MemoryBudget) throws(SluiceError) {
         self.options = options
         self.table = try KeyTable(budget: budget, whenFull: .evictLeastRecentlyUsed)
     }
@@ -31,43 +56,7 @@ public struct ThrottleTable<Key: Hashable> {
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) -> KeyedDecision {
         // An evicting table never refuses.
-        let slot = try! table.lookup(key, now: now, orInsert: ThrottleState())
-        let decision = table[slot.index].event(token, now: now, options: options)
-        return KeyedDecision(decision: decision, evictedPending: slot.evicted?.value.pending)
-    }
-
-    /// Delivers the timer requested for `key`.
-    @inlinable
-    public mutating func fire(key: Key, now: Instant) -> FireDecision {
-        guard let index = table.index(of: key) else { return .none }
-        return table[index].fire(now: now, options: options)
-    }
-
-    /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
-    @inlinable
-    @discardableResult
-    public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
-        table.sweep(now: now, maxEntries: maxEntries)
-    }
-}
-
-/// Debounce state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key.
-public struct DebounceTable<Key: Hashable> {
-    /// The options every key uses.
-    public let options: DebounceOptions
-    /// The per-key states.
-    public var table: KeyTable<Key, DebounceState>
-
-    /// An empty table within `budget`.
-    public init(options: DebounceOptions, budget: MemoryBudget) throws(SluiceError) {
-        self.options = options
-        self.table = try KeyTable(budget: budget, whenFull: .evictLeastRecentlyUsed)
-    }
-
-    /// Decides what happens to the event `token` for `key` at `now`.
-    @inlinable
-    public mutating func event(_ token: EventToken, key: Key, now: Instant) -> KeyedDecision {
-        let slot = try! table.lookup(key, now: now, orInsert: DebounceState())
+        let slot = try! table.lookup(key, now: now, orInsert: State())
         let decision = table[slot.index].event(token, now: now, options: options)
         return KeyedDecision(decision: decision, evictedPending: slot.evicted?.value.pending)
     }

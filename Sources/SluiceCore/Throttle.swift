@@ -96,26 +96,4 @@ extension ThrottleState: KeyedState {
 }
 
 /// A throttle for one key: ``ThrottleOptions`` plus a ``ThrottleState``.
-public struct Throttle: Hashable, Sendable {
-    /// The options every decision uses.
-    public let options: ThrottleOptions
-    /// The current state.
-    public var state = ThrottleState()
-
-    /// A throttle with no history.
-    public init(options: ThrottleOptions) {
-        self.options = options
-    }
-
-    /// Decides what happens to the event `token` arriving at `now`.
-    @inlinable
-    public mutating func event(_ token: EventToken, now: Instant) -> Decision {
-        state.event(token, now: now, options: options)
-    }
-
-    /// Delivers a timer requested earlier.
-    @inlinable
-    public mutating func fire(now: Instant) -> FireDecision {
-        state.fire(now: now, options: options)
-    }
-}
+public typealias Throttle = TimedPolicy<ThrottleState>

@@ -1,15 +1,6 @@
 import SluiceCore
 import SluiceTesting
 
-/// A policy driven by events and the timers it requests (throttle, debounce).
-protocol TimedPolicy {
-    mutating func event(_ token: EventToken, now: Instant) -> Decision
-    mutating func fire(now: Instant) -> FireDecision
-}
-
-extension Throttle: TimedPolicy {}
-extension Debounce: TimedPolicy {}
-
 /// What happened to the events of a marble diagram.
 struct MarbleOutcome: Equatable, CustomStringConvertible {
     /// One character per tick: `-` nothing ran, a letter ran, `[ab]` several ran.
@@ -29,7 +20,7 @@ struct MarbleOutcome: Equatable, CustomStringConvertible {
 /// Each character of `input` is one tick (`tick`, 1 ms by default): a letter is an event at that
 /// tick; `-` is a quiet tick; `|` ends the input (timers still fire afterwards). Timers the policy
 /// requests are delivered through a ``ManualTimerQueue`` *before* the events of the same tick.
-func runMarble(_ input: String, _ policy: some TimedPolicy, tick: Duration = .milliseconds(1)) -> MarbleOutcome {
+func runMarble(_ input: String, _ policy: TimedPolicy<some TimedPolicyState>, tick: Duration = .milliseconds(1)) -> MarbleOutcome {
     var policy = policy
     let tickNanos = tick.nanosecondsClamped
     var queue = ManualTimerQueue<Void>()

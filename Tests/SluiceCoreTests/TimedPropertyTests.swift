@@ -5,7 +5,7 @@ import Testing
 
 /// Drives a timed policy through events at whole ticks (1 ms), delivering requested timers through a
 /// ``ManualTimerQueue`` before the events of the same tick; returns one line per observable outcome.
-func trace(_ policy: some TimedPolicy, gaps: [Int]) -> [String] {
+func trace(_ policy: TimedPolicy<some TimedPolicyState>, gaps: [Int]) -> [String] {
     var policy = policy
     var queue = ManualTimerQueue<Void>()
     var lines: [String] = []
