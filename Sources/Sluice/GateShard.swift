@@ -165,13 +165,17 @@ public actor GateShard {
 
     // MARK: - Effects
 
-    /// Registers a pending effect for the request in its scope; `nil` if its connection's scope
-    /// is gone (the connection closed while the request travelled here).
+    /// Registers a pending effect for the request in its scope. If the scope cannot take it
+    /// (the tree refused: its scope was closed), the request replies `CANCELLED` and this
+    /// returns `nil`.
     private func register(_ request: GateRequest, token: EventToken) -> EffectToken? {
         guard let registration = scopes.register(
             effectID: request.plugin.name, key: request.prepared.key,
             connection: request.plugin.isKeyScoped ? nil : request.requester.connectionID)
-        else { return nil }
+        else {
+            request.requester.reply("CANCELLED")
+            return nil
+        }
         effects[registration.effect] = EffectRecord(request: request, eventToken: token, scope: registration.scope)
         return registration.effect
     }
