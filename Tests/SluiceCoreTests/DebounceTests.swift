@@ -6,15 +6,7 @@ import Testing
         try! DebounceOptions(quiet: .milliseconds(quiet), maxWait: maxWait.map { .milliseconds($0) }, leading: leading, trailing: trailing)
     }
 
-    struct MarbleCase: Sendable, CustomTestStringConvertible {
-        var name: String
-        var options: DebounceOptions
-        var input: String
-        var output: String
-        var superseded: String = ""
-        var dropped: String = ""
-        var testDescription: String { name }
-    }
+    typealias MarbleCase = MarbleDiagram<DebounceOptions>
 
     static let marbles: [MarbleCase] = [
         // swift-async-algorithms TestDebounce, same diagrams and same results.

@@ -1,5 +1,17 @@
 import SluiceCore
 import SluiceTesting
+import Testing
+
+/// One table row: a diagram, the options it runs with, and what must come out.
+struct MarbleDiagram<Options: Sendable>: Sendable, CustomTestStringConvertible {
+    var name: String
+    var options: Options
+    var input: String
+    var output: String
+    var superseded: String = ""
+    var dropped: String = ""
+    var testDescription: String { name }
+}
 
 /// What happened to the events of a marble diagram.
 struct MarbleOutcome: Equatable, CustomStringConvertible {

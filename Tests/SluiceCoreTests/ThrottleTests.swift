@@ -6,15 +6,7 @@ import Testing
         try! ThrottleOptions(interval: .milliseconds(interval), leading: leading, trailing: trailing, delivers: first ? .first : .latest)
     }
 
-    struct MarbleCase: Sendable, CustomTestStringConvertible {
-        var name: String
-        var options: ThrottleOptions
-        var input: String
-        var output: String
-        var superseded: String = ""
-        var dropped: String = ""
-        var testDescription: String { name }
-    }
+    typealias MarbleCase = MarbleDiagram<ThrottleOptions>
 
     static let marbles: [MarbleCase] = [
         // Leading only (button tap): one run per window, the rest dropped.
