@@ -260,19 +260,3 @@ extension GateSession {
     public func connectionInputEnded(_ connection: TCPConnection) { inputEnded() }
     public func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) { closed() }
 }
-
-extension RequestLine {
-    /// Whether the bytes in `range` spell `verb` (upper case), ignoring ASCII case.
-    static func verb(_ line: UnsafeRawBufferPointer, _ range: Range<Int>, matches verb: String) -> Bool {
-        let expected = verb.utf8
-        guard range.count == expected.count else { return false }
-        var offset = range.lowerBound
-        for byte in expected {
-            var actual = line[offset]
-            if actual >= UInt8(ascii: "a") && actual <= UInt8(ascii: "z") { actual -= 32 }
-            if actual != byte { return false }
-            offset += 1
-        }
-        return true
-    }
-}

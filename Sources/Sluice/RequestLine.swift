@@ -49,19 +49,30 @@ public enum RequestLine {
     /// Whether the bytes in `range` spell `verb` (given in upper case), ignoring ASCII case.
     @inlinable
     public static func verb(_ line: UnsafeRawBufferPointer, _ range: Range<Int>, is verb: StaticString) -> Bool {
-        guard range.count == verb.utf8CodeUnitCount else { return false }
-        let expected = verb.utf8Start
-        for offset in 0..<range.count {
-            var byte = line[range.lowerBound + offset]
-            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { byte -= 32 }
-            if byte != expected[offset] { return false }
+        spells(line, range, upperCase: UnsafeRawBufferPointer(start: verb.utf8Start, count: verb.utf8CodeUnitCount))
+    }
+
+    /// Whether the bytes in `range` spell `verb` (a registered plugin's verb, upper case),
+    /// ignoring ASCII case.
+    static func verb(_ line: UnsafeRawBufferPointer, _ range: Range<Int>, matches verb: String) -> Bool {
+        verb.utf8.withContiguousStorageIfAvailable {
+            spells(line, range, upperCase: UnsafeRawBufferPointer($0))
+        } ?? verb.utf8.elementsEqual(line[range].lazy.map(asciiUppercased))
+    }
+
+    /// Whether the bytes in `range` equal `expected` (upper case) after ASCII upper-casing.
+    @usableFromInline
+    static func spells(_ line: UnsafeRawBufferPointer, _ range: Range<Int>, upperCase expected: UnsafeRawBufferPointer) -> Bool {
+        guard range.count == expected.count else { return false }
+        for offset in 0..<range.count where asciiUppercased(line[range.lowerBound + offset]) != expected[offset] {
+            return false
         }
         return true
     }
 
-    /// The upper-case form of an ASCII verb.
-    public static func uppercased(_ line: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
-        String(decoding: line[range].map { $0 >= 97 && $0 <= 122 ? $0 - 32 : $0 }, as: UTF8.self)
+    @usableFromInline
+    static func asciiUppercased(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte
     }
 
     /// The text in `range` of `line` (which ``parse(_:)`` checked to be UTF-8).

@@ -189,19 +189,6 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         text.withUTF8 { _ = write(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Appends the bytes of the given buffers in order (loop thread only).
-    @discardableResult
-    public func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, _ third: UnsafeRawBufferPointer) -> Bool {
-        loop.assertInEventLoop()
-        guard let bufferEvent else { return false }
-        let output = batching ? staging : bufferevent_get_output(bufferEvent)
-        if let base = first.baseAddress { evbuffer_add(output, base, first.count) }
-        if let base = second.baseAddress { evbuffer_add(output, base, second.count) }
-        if let base = third.baseAddress { evbuffer_add(output, base, third.count) }
-        applyBackpressure(bufferEvent)
-        return true
-    }
-
     /// Output bytes not yet written to the socket.
     public var pendingOutputBytes: Int {
         guard let bufferEvent else { return 0 }
