@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <pthread.h>
 #include <string.h>
+#include <signal.h>
 
 static _Thread_local void *sluice_current_loop = 0;
 
@@ -31,6 +32,13 @@ int64_t sluice_process_cpu_nanoseconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void sluice_block_sigpipe_on_current_thread(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, 0);
 }
 
 void sluice_set_thread_name(const char *name) {

@@ -361,6 +361,9 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     private func threadMain() {
         sluice_set_thread_name(String(name.prefix(15)))
+        // Sockets are written on this thread only: a peer that has gone must cost an EPIPE
+        // (reported as a closed connection), never the process.
+        sluice_block_sigpipe_on_current_thread()
         sluice_current_loop_set(Unmanaged.passUnretained(self).toOpaque())
         defer { sluice_current_loop_set(nil) }
 

@@ -301,6 +301,34 @@ private func replies(_ client: LineClient, _ count: Int) throws -> [String: Stri
         }
     }
 
+    /// A client that closes with two replies still to come: the first reply makes its kernel
+    /// answer RST, so the second write fails with EPIPE. That must close the connection, not
+    /// raise SIGPIPE (whose default action would end this test process).
+    @Test func aReplyToAClientThatHasGoneCostsTheConnectionNotTheProcess() async throws {
+        try await withServer { server in
+            do {
+                let leaving = try server.client()
+                try leaving.send("1 PAY gone idem 9\n2 SEARCH gone q\n")
+                // The payment runs; the search waits out its quiet time.
+                try await waitUntil { await server.server.runningEffects() == 2 }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            // The payment's reply reaches a closed socket; the peer resets the connection.
+            await server.clock.advance(by: .milliseconds(20))
+            try await Task.sleep(for: .milliseconds(50))
+            // The search's reply is written after the reset.
+            await server.clock.advance(by: .milliseconds(100))
+            await server.clock.advance(by: .milliseconds(30))
+            try await waitUntil { server.server.connectionCount == 0 }
+            let client = try server.client()
+            try client.send("3 PING\n4 STATS\n")
+            let byID = try replies(client, 2)
+            #expect(byID["3"] == "3 PONG")
+            #expect(byID["4"]?.contains(" payments=1 ") == true)
+            #expect(byID["4"]?.contains(" searches=1 ") == true)
+        }
+    }
+
     @Test func halfClosedClientsStillGetTheirReplies() async throws {
         try await withServer { server in
             let client = try server.client()

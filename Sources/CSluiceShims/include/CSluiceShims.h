@@ -17,6 +17,11 @@ int64_t sluice_current_thread_id(void);
 /// Names the calling thread (at most 15 bytes are kept).
 void sluice_set_thread_name(const char *_Nonnull name);
 
+/// Blocks SIGPIPE on the calling thread, so a write to a socket whose peer has gone fails with
+/// EPIPE instead of killing the process (the signal's default action). Thread-local: the
+/// process's own disposition of SIGPIPE is left as the embedding program set it.
+void sluice_block_sigpipe_on_current_thread(void);
+
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t sluice_monotonic_nanoseconds(void);
 
