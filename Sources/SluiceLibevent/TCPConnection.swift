@@ -70,6 +70,8 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
 
     private struct HotState {
         var bufferEvent: OpaquePointer?
+        /// The socket under `bufferEvent` (kept here: `bufferevent_getfd` takes a lock).
+        var socket: Int32
         var batching = false
         var readPausedForBackpressure = false
     }
@@ -131,7 +133,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         }
         self.staging = staging
         self.hot = .allocate(capacity: 1)
-        hot.initialize(to: HotState(bufferEvent: bufferEvent))
+        hot.initialize(to: HotState(bufferEvent: bufferEvent, socket: socket))
     }
 
     deinit {
@@ -195,10 +197,23 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         return evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
     }
 
-    /// Moves the writes collected during a read batch to the output.
+    /// Sends the writes collected during a read batch.
+    ///
+    /// When nothing older is waiting in the output, the batch goes straight to the socket with
+    /// one `writev`, and only what the socket does not take (or a failed write, which the
+    /// bufferevent then reports as an error) moves to the bufferevent's output. Handing every
+    /// batch to the bufferevent would register for writability and unregister again once it is
+    /// written: two `epoll_ctl` calls per batch for a socket that is almost always writable.
     private func flushStaging() {
         guard let bufferEvent, evbuffer_get_length(staging) > 0 else { return }
-        evbuffer_add_buffer(bufferevent_get_output(bufferEvent), staging)
+        let output = bufferevent_get_output(bufferEvent)
+        if evbuffer_get_length(output) == 0 {
+            // Writes what it can and drains that from `staging`; -1 (EAGAIN, EPIPE, ...) leaves
+            // `staging` whole.
+            _ = evbuffer_write(staging, hot.pointee.socket)
+            if evbuffer_get_length(staging) == 0 { return }
+        }
+        evbuffer_add_buffer(output, staging)
     }
 
     private func applyBackpressure(_ bufferEvent: OpaquePointer) {
@@ -256,13 +271,19 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     // MARK: - Callbacks (loop thread)
 
     fileprivate func readable() {
+        repeat {
+            frameInput()
+            flushStaging()
+        } while resumeReadingIfDrained()
+    }
+
+    /// Hands the buffered input's lines to the handler until it runs out, the connection
+    /// closes or reading pauses for backpressure; writes made meanwhile collect in `staging`.
+    private func frameInput() {
         guard let bufferEvent else { return }
         let input = bufferevent_get_input(bufferEvent)
         batching = true
-        defer {
-            batching = false
-            flushStaging()
-        }
+        defer { batching = false }
         // A window of at least one overlong line, so the framer can always make progress, and
         // not the whole buffer, so a huge line is not copied again on every read.
         let window = max(64 << 10, framer.overlongThreshold)
@@ -289,17 +310,29 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         }
     }
 
+    /// Resumes reading paused for backpressure once the output is at or below the low
+    /// watermark. `true` when it resumed and input is already buffered, which no read event
+    /// will announce: the caller frames it.
+    private func resumeReadingIfDrained() -> Bool {
+        guard let bufferEvent, readPausedForBackpressure, !closeWhenFlushed,
+            evbuffer_get_length(bufferevent_get_output(bufferEvent)) <= configuration.outputLowWatermark
+        else { return false }
+        readPausedForBackpressure = false
+        if !inputEnded {
+            bufferevent_enable(bufferEvent, Int16(EV_READ))
+        }
+        return evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
+    }
+
     fileprivate func writable() {
         guard let bufferEvent else { return }
-        let pending = evbuffer_get_length(bufferevent_get_output(bufferEvent))
         if closeWhenFlushed {
-            if pending == 0 { finish(inputEnded ? .endOfStream : .closedLocally) }
+            if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
+                finish(inputEnded ? .endOfStream : .closedLocally)
+            }
             return
         }
-        if readPausedForBackpressure, pending <= configuration.outputLowWatermark {
-            readPausedForBackpressure = false
-            bufferevent_enable(bufferEvent, Int16(EV_READ))
-            // Lines may already be buffered: handle them now rather than wait for more input.
+        if resumeReadingIfDrained() {
             readable()
         }
     }
