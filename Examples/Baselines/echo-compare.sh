@@ -9,12 +9,16 @@
 # after gives CPU per line. The ratio is Swift / C over all rounds (target ≤ 1.10).
 #
 #   Examples/Baselines/echo-compare.sh [--rounds 4] [--lines 2000000] [--connections 16]
-#       [--depth 16] [--line-bytes 64] [--client c-load|sluice-load]
+#       [--depth 16] [--line-bytes 64] [--client c-load|sluice-load] [--baseline-load verbatim|raw]
 #
 # When sluice-echo speaks the line protocol (issue 4: `0 PING` → `0 PONG`), it is driven through
 # the gate with sluice-load `--mix echo=1` (`<id> ECHO <text>`, text sized so the request line is
-# about --line-bytes) and its ECHO rate limit lifted, while c-echo gets --line-bytes raw lines
-# from the same tool (`--raw-echo`); the client is then always sluice-load.
+# about --line-bytes) and its ECHO rate limit lifted; the client is then always sluice-load.
+# c-echo gets the very same request lines (`--verbatim-echo`: its `<id> ECHO <text>` reply counts
+# as OK), so the client does the same work per line against both servers and drives them at the
+# same pace. `--baseline-load raw` gives c-echo bare --line-bytes lines instead (`--raw-echo`):
+# a cheaper client that keeps the C server busier, and busier servers sleep, and so pay for
+# wake-ups, less often per line.
 #
 # Linux only (/proc). Prints a Markdown table; the last line is `ratio=<swift/c>`.
 set -euo pipefail
@@ -28,7 +32,9 @@ connections=16
 depth=16
 line_bytes=64
 client=c-load
+baseline_load=verbatim
 while (($#)); do
+    [[ $# -ge 2 || "$1" == -h || "$1" == --help ]] || { echo "echo-compare: $1 needs a value" >&2; exit 2; }
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
         --lines) lines="$2"; shift 2 ;;
@@ -36,10 +42,13 @@ while (($#)); do
         --depth) depth="$2"; shift 2 ;;
         --line-bytes) line_bytes="$2"; shift 2 ;;
         --client) client="$2"; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        --baseline-load) baseline_load="$2"; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "echo-compare: unknown option $1" >&2; exit 2 ;;
     esac
 done
+[[ "$baseline_load" == verbatim || "$baseline_load" == raw ]] \
+    || { echo "echo-compare: --baseline-load must be verbatim or raw, not $baseline_load" >&2; exit 2; }
 
 "$here/build.sh" >&2
 (cd "$root" && swift build -c release --product sluice-echo >&2)
@@ -106,9 +115,12 @@ cpu_ticks() {
 drive() { # port lines -> prints lines_per_second
     local port="$1" count="$2" output mode
     if [[ "$client" == sluice-load ]]; then
+        # "<id> ECHO <text>\n" with a 6-7 digit id: text = line bytes - 14.
+        local text_bytes="$((line_bytes > 24 ? line_bytes - 14 : 10))"
         if [[ "$protocol" == true && "$port" == "$swift_port" ]]; then
-            # "<id> ECHO <text>\n" with a 6-7 digit id: text = line bytes - 14.
-            mode=(--mix echo=1 --echo-bytes "$((line_bytes > 24 ? line_bytes - 14 : 10))")
+            mode=(--mix echo=1 --echo-bytes "$text_bytes")
+        elif [[ "$protocol" == true && "$baseline_load" == verbatim ]]; then
+            mode=(--verbatim-echo --echo-bytes "$text_bytes")
         else
             mode=(--raw-echo --line-bytes "$line_bytes")
         fi
@@ -147,7 +159,7 @@ done
 all_lines=$((rounds * lines))
 awk -v c="$total_c" -v s="$total_swift" -v hz="$ticks_per_second" -v n="$all_lines" -v conns="$connections" \
     -v depth="$depth" -v bytes="$line_bytes" -v client="$client" \
-    -v proto="$([[ "$protocol" == true ]] && echo "; sluice-echo through the gate: <id> ECHO <text>")" 'BEGIN {
+    -v proto="$([[ "$protocol" == true ]] && echo "; sluice-echo through the gate: <id> ECHO <text>; c-echo load: $baseline_load")" 'BEGIN {
     printf "\nAll rounds (%d lines each server; %s, %d connections x depth %d, %d-byte lines%s):\n", n, client, conns, depth, bytes, proto
     printf "c-echo      %.1f ns CPU/line\n", c * 1e9 / hz / n
     printf "sluice-echo %.1f ns CPU/line\n", s * 1e9 / hz / n

@@ -99,6 +99,31 @@ struct LoadRunnerTests {
         }
     }
 
+    @Test("verbatim echo: '<id> ECHO <text>' back counts as OK only with --verbatim-echo; a corrupted line fails")
+    func verbatimEcho() async throws {
+        try await withFakeServer(nil) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--verbatim-echo", "--connections", "3", "--depth", "8", "--requests", "5000", "--echo-bytes", "30"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.passed, "\(result.report)")
+            #expect(result.stats.count(.echo, .ok) == 5000)
+        }
+        try await withFakeServer(nil) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--mix", "echo=1", "--connections", "1", "--requests", "10"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            #expect(result.outcome.unexpectedReplies == 10)
+        }
+        try await withFakeServer(nil, corruptRaw: true) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--verbatim-echo", "--connections", "1", "--requests", "10"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(!result.passed)
+            #expect(result.stats.count(.echo, .ok) == 0)
+        }
+    }
+
     @Test("open loop sends at the requested rate for the requested time")
     func openLoop() async throws {
         try await withFakeServer(FakeProtocolServer(fault: .none)) { port in

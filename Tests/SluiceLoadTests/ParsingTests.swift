@@ -53,6 +53,16 @@ struct OptionParsingTests {
         #expect(!configuration.mix.includes(.pay))
     }
 
+    @Test("--verbatim-echo without --mix sends ECHO requests only")
+    func verbatimEcho() throws {
+        let configuration = try LoadOptions.parse(["--verbatim-echo", "--echo-bytes", "50"]).configuration()
+        #expect(configuration.verbatimEcho)
+        #expect(!configuration.rawEcho)
+        #expect(configuration.echoBytes == 50)
+        #expect(configuration.mix.includes(.echo))
+        #expect(!configuration.mix.includes(.tap))
+    }
+
     @Test(
         "bad combinations and values are refused",
         arguments: [
@@ -69,6 +79,8 @@ struct OptionParsingTests {
             ["--mix", "echo=1,ping=2"],
             ["--raw-echo", "--mix", "echo=1,pay=1"],
             ["--raw-echo", "--line-bytes", "1"],
+            ["--verbatim-echo", "--raw-echo"],
+            ["--verbatim-echo", "--mix", "echo=1,tap=1"],
             ["--keys", "0"],
             ["--loops", "0"],
         ])

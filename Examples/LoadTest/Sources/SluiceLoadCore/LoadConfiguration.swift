@@ -35,6 +35,11 @@ public struct LoadConfiguration: Sendable, Hashable {
     /// Raw echo mode: send bare lines of ``lineBytes`` bytes (LF included) to a server that
     /// echoes lines verbatim; replies are matched in order.
     public var rawEcho: Bool = false
+    /// Verbatim echo mode: send protocol ECHO requests (`<id> ECHO <text>`) to a server that
+    /// returns each line as it is; the reply `<id> ECHO <text>` counts as `<id> OK <text>`. The
+    /// client then does the same work per line as against sluice-echo (ids, in-flight table,
+    /// reply parsing), so a baseline server and sluice-echo are driven at the same pace.
+    public var verbatimEcho: Bool = false
     /// Raw echo: bytes per line including the LF.
     public var lineBytes: Int = 64
     /// Bytes of ECHO text per request (protocol mode).
@@ -64,6 +69,12 @@ public struct LoadConfiguration: Sendable, Hashable {
         }
         if rawEcho && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
             throw LoadError("--raw-echo sends bare lines only; drop --mix or use --mix echo=1", input: "\(mix)")
+        }
+        if verbatimEcho && rawEcho {
+            throw LoadError("--verbatim-echo and --raw-echo exclude each other", input: "--raw-echo")
+        }
+        if verbatimEcho && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
+            throw LoadError("--verbatim-echo sends ECHO requests only; drop --mix or use --mix echo=1", input: "\(mix)")
         }
     }
 

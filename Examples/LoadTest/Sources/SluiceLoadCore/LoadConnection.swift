@@ -186,7 +186,7 @@ final class LoadConnection: TCPConnectionHandler {
     }
 
     private func received(_ line: UnsafeRawBufferPointer, now: Int64) {
-        guard let fields = ReplyFields(line) else {
+        guard var fields = ReplyFields(line) else {
             state.outcome.unexpectedReplies += 1
             state.errorCount.add(1, ordering: .relaxed)
             state.sample("unparseable", line)
@@ -197,6 +197,9 @@ final class LoadConnection: TCPConnectionHandler {
             state.errorCount.add(1, ordering: .relaxed)
             state.sample("connection error", line)
             return
+        }
+        if shared.configuration.verbatimEcho, fields.isVerbatimEcho {
+            fields.kind = .ok
         }
         guard let id = fields.id, let request = inFlight.remove(id: id) else {
             state.outcome.unmatchedReplies += 1

@@ -42,6 +42,9 @@ public struct LoadOptions: ParsableArguments {
     @Flag(name: .customLong("raw-echo"), help: "Send bare lines to a verbatim line echo server (the baselines); replies match in order.")
     public var rawEcho = false
 
+    @Flag(name: .customLong("verbatim-echo"), help: "Send ECHO requests to a verbatim line echo server (the baselines); '<id> ECHO <text>' back counts as OK, so the client works as hard as against sluice-echo.")
+    public var verbatimEcho = false
+
     @Option(name: .customLong("line-bytes"), help: "--raw-echo: bytes per line including the LF.")
     public var lineBytes = 64
 
@@ -79,13 +82,14 @@ public struct LoadOptions: ParsableArguments {
         case (nil, nil):
             configuration.limit = .duration(.seconds(10))
         }
-        configuration.mix = rawEcho && mix == "echo=70,tap=10,pay=10,search=10"
+        configuration.mix = (rawEcho || verbatimEcho) && mix == "echo=70,tap=10,pay=10,search=10"
             ? try RequestMix(parsing: "echo=1") : try RequestMix(parsing: mix)
         configuration.keys = keys
         configuration.keyDistribution = try KeyDistribution(parsing: keyDist)
         configuration.dupRatio = dupRatio
         configuration.rate = rate
         configuration.rawEcho = rawEcho
+        configuration.verbatimEcho = verbatimEcho
         configuration.lineBytes = lineBytes
         configuration.echoBytes = echoBytes
         configuration.loops = loops

@@ -45,7 +45,8 @@ public struct LoadResult: Sendable {
         let c = configuration
         let mode = c.rate.map { "open loop at \(format($0)) req/s" } ?? "closed loop, depth \(c.depth)"
         out += "sluice-load \(c.host):\(c.port)  \(c.connections) connections, \(mode), \(c.limit)"
-        out += c.rawEcho ? ", raw echo (\(c.lineBytes)-byte lines)\n" : ", mix \(c.mix), \(c.keys) keys \(c.keyDistribution), dup-ratio \(c.dupRatio)\n\n"
+        out += c.rawEcho ? ", raw echo (\(c.lineBytes)-byte lines)\n"
+            : c.verbatimEcho ? ", ECHO to a verbatim echo server (\(c.echoBytes)-byte text)\n\n" : ", mix \(c.mix), \(c.keys) keys \(c.keyDistribution), dup-ratio \(c.dupRatio)\n\n"
         out += row(["verb", "status", "count", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]) + "\n"
         for verb in Verb.allCases where stats.sent(verb) > 0 || stats.replies(to: verb) > 0 {
             for kind in ReplyKind.allCases where stats.count(verb, kind) > 0 {
@@ -108,7 +109,7 @@ public struct LoadResult: Sendable {
         return LoadSummary(
             host: c.host, port: c.port, connections: c.connections, depth: c.depth, durationSeconds: durationSeconds,
             requests: requests, mix: c.mix.description, keys: c.keys, keyDistribution: c.keyDistribution.description,
-            dupRatio: c.dupRatio, rate: c.rate, rawEcho: c.rawEcho, loops: c.loops,
+            dupRatio: c.dupRatio, rate: c.rate, rawEcho: c.rawEcho, verbatimEcho: c.verbatimEcho, loops: c.loops,
             elapsedSeconds: Double(elapsed.nanosecondsClamped) / 1e9, sent: stats.totalSent, replies: stats.totalReplies,
             throughput: throughput, latencyMicroseconds: LatencySummary(stats.overall), perVerb: perVerb,
             uniquePayPairs: ledger.uniquePairsSent, duplicatePaysSent: ledger.duplicatesSent,
@@ -144,6 +145,7 @@ public struct LoadSummary: Sendable, Codable, Hashable {
     public var dupRatio: Double
     public var rate: Double?
     public var rawEcho: Bool
+    public var verbatimEcho: Bool
     public var loops: Int
     public var elapsedSeconds: Double
     public var sent: Int

@@ -43,10 +43,10 @@ public enum LoadRunner {
         let shared = try LoadShared(configuration: configuration, nonce: nonce)
         let states = group.loops.map { LoopState(loop: $0, shared: shared, seed: seedSource.next()) }
 
-        // STATS before (protocol mode).
+        // STATS before (sluice-echo; the echo baselines have no STATS).
         var control: ControlConnection?
         var statsBefore: ServerStats?
-        if !configuration.rawEcho {
+        if !configuration.rawEcho && !configuration.verbatimEcho {
             do {
                 control = try await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
             } catch {

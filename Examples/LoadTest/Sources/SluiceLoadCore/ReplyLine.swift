@@ -103,6 +103,12 @@ public struct ReplyFields {
         return value
     }
 
+    /// Whether the status word is `ECHO`: a request line returned as it is by a verbatim echo
+    /// server (see ``LoadConfiguration/verbatimEcho``).
+    public var isVerbatimEcho: Bool {
+        status.elementsEqual("ECHO".utf8)
+    }
+
     private static func kind(status: UnsafeRawBufferPointer, details: UnsafeRawBufferPointer) -> ReplyKind {
         func equals(_ word: StaticString) -> Bool {
             status.count == word.utf8CodeUnitCount
