@@ -14,6 +14,8 @@ labels = ["p50", "p90", "p99", "p99.9", "max"]
 keys = ["p50", "p90", "p99", "p999", "max"]
 fig, ax = plt.subplots(figsize=(8, 5))
 for path in sorted(out_dir.glob("*.json")):
+    if path.stem.startswith("echo-") and path.stem.endswith("-1"):
+        continue  # the ECHO warm-up round
     data = json.loads(path.read_text())
     latency = data["latencyMicroseconds"]
     ax.plot(labels, [latency[k] for k in keys], marker="o", label=path.stem)

@@ -7,9 +7,11 @@
 #
 # Scenarios (each table row carries its command):
 #   1. ECHO: throughput and server CPU per line, sluice-echo vs c-echo vs nio-echo (one thread
-#      each, the same sluice-load command; baselines in --raw-echo mode).
+#      each, the same sluice-load requests; the baselines return them verbatim, --verbatim-echo),
+#      plus c-echo fed bare lines (--raw-echo), the cheaper client of earlier runs.
 #   2. The mixed workload at 50 connections x depth 8.
-#   3. Open loop at half the maximum measured in 2.
+#   3. Open loop at half the maximum measured in 2, then ECHO alone at that rate against
+#      sluice-echo and c-echo: the machine's own latency floor beside ours.
 #   4. PAY storm: --dup-ratio 0.5 across 200 connections (zero double charges).
 #   5. 1,000,000-key zipf run with the server's RSS before and after.
 # Scenarios 2-5 need the line protocol (issue 4); against a server that only echoes raw lines
@@ -156,23 +158,35 @@ measure_echo() { # round label pid port mode-args...  (round 1 is a warm-up, not
     echo_seconds[$label]="$(awk -v a="${echo_seconds[$label]:-0}" -v b="${elapsed%s}" 'BEGIN { print a + b }')"
     if [[ "$(verdict "$name")" != PASS || "${echo_check[$label]:-PASS}" != PASS ]]; then echo_check[$label]=FAIL; else echo_check[$label]=PASS; fi
 }
-if [[ "$protocol" == true ]]; then sluice_mode=(--mix echo=1 --echo-bytes 48); else sluice_mode=(--raw-echo --line-bytes 64); fi
-# The baselines get 64-byte lines, about the size of sluice-echo's "<id> ECHO <48 bytes>".
+# Bare 64-byte lines: about the size of sluice-echo's "<id> ECHO <48 bytes>".
 raw_mode=(--raw-echo --line-bytes 64)
-# C, Swift, NIO in turn, $rounds times; round 1 is a warm-up, the others are summed.
+if [[ "$protocol" == true ]]; then
+    sluice_mode=(--mix echo=1 --echo-bytes 48)
+    # The same requests; a baseline's verbatim "<id> ECHO <text>" counts as OK.
+    baseline_mode=(--verbatim-echo --echo-bytes 48)
+    echo_labels=(sluice-echo c-echo nio-echo c-echo-raw)
+else
+    sluice_mode=("${raw_mode[@]}")
+    baseline_mode=("${raw_mode[@]}")
+    echo_labels=(sluice-echo c-echo nio-echo)
+fi
+# Each server in turn, $rounds times; round 1 is a warm-up, the others are summed.
 for round in $(seq 1 "$rounds"); do
-    measure_echo "$round" c-echo "$c_pid" "$c_port" "${raw_mode[@]}"
+    measure_echo "$round" c-echo "$c_pid" "$c_port" "${baseline_mode[@]}"
     measure_echo "$round" sluice-echo "$echo_pid" "$echo_port" "${sluice_mode[@]}"
-    measure_echo "$round" nio-echo "$nio_pid" "$nio_port" "${raw_mode[@]}"
+    measure_echo "$round" nio-echo "$nio_pid" "$nio_port" "${baseline_mode[@]}"
+    if [[ "$protocol" == true ]]; then
+        measure_echo "$round" c-echo-raw "$c_pid" "$c_port" "${raw_mode[@]}"
+    fi
 done
-for label in c-echo sluice-echo nio-echo; do
+for label in "${echo_labels[@]}"; do
     echo_rate[$label]="$(awk -v n="${echo_replies[$label]:-0}" -v s="${echo_seconds[$label]:-0}" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "n/a" }')"
     echo_cpu[$label]="$(awk -v t="${echo_ticks[$label]:-0}" -v hz="$hz" -v n="${echo_replies[$label]:-0}" 'BEGIN { if (n > 0) printf "%.0f", t * 1e9 / hz / n; else print "n/a" }')"
 done
 
 # ---------------------------------------------------------------------------------------------
 # 2-5. Protocol scenarios.
-mixed_cmd="" open_cmd="" storm_cmd="" zipf_cmd=""
+mixed_cmd="" open_cmd="" floor_cmd="" storm_cmd="" zipf_cmd=""
 if [[ "$protocol" == true ]]; then
     mixed_args=(--port "$echo_port" --connections 50 --depth 8 --duration "${seconds}s" --mix echo=70,tap=10,pay=10,search=10 --keys 10000)
     run_load mixed "${mixed_args[@]}"
@@ -183,6 +197,10 @@ if [[ "$protocol" == true ]]; then
         open_args=(--port "$echo_port" --connections 50 --rate "$half" --duration "${seconds}s" --mix echo=70,tap=10,pay=10,search=10 --keys 10000)
         run_load open-loop "${open_args[@]}"
         open_cmd="$(command_of "${open_args[@]}")"
+        floor_args=(--connections 50 --rate "$half" --duration "${seconds}s")
+        run_load open-echo-sluice --port "$echo_port" "${floor_args[@]}" "${sluice_mode[@]}"
+        run_load open-echo-c --port "$c_port" "${floor_args[@]}" "${baseline_mode[@]}"
+        floor_cmd="$(command_of --port "<server>" "${floor_args[@]}" --mix echo=1 --echo-bytes 48) (c-echo: --verbatim-echo)"
     fi
     storm_args=(--port "$echo_port" --connections 200 --depth 4 --duration "${seconds}s" --mix pay=1 --dup-ratio 0.5 --keys 10000)
     run_load pay-storm "${storm_args[@]}"
@@ -208,7 +226,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     echo "## 1. ECHO: throughput and server CPU per line"
     echo
     if [[ "$protocol" == true ]]; then
-        echo "sluice-echo gets \`<id> ECHO <48 bytes>\` requests through the gate; the baselines echo 64-byte raw lines verbatim."
+        echo "Every server gets the same \`<id> ECHO <48 bytes>\` requests from the same client: sluice-echo answers \`<id> OK <text>\` through the gate; the baselines return each line verbatim and the client (\`--verbatim-echo\`) counts \`<id> ECHO <text>\` as OK, so it does the same work per line against all three and drives them at the same pace."
+        echo "The last row feeds c-echo bare 64-byte lines (\`--raw-echo\`) instead: the client then does less per line and keeps the C server busier, and a busier server sleeps in \`epoll_wait\`, and pays for being woken, less often per line. It is there to show how much the load alone moves the figure."
     else
         echo "sluice-echo does not speak the line protocol yet (it answered \`0 PING\` with \`$probe\`): all three servers echo 64-byte raw lines verbatim."
     fi
@@ -216,11 +235,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     echo
     echo "| server | replies/s | server CPU ns/line | vs C (CPU) | vs NIO (throughput) | checks | command |"
     echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
-    for label in sluice-echo c-echo nio-echo; do
+    for label in "${echo_labels[@]}"; do
         echo "| $label | ${echo_rate[$label]:-n/a} | ${echo_cpu[$label]:-n/a} | $(ratio "${echo_cpu[$label]:-0}" "${echo_cpu[c-echo]:-0}") | $(ratio "${echo_rate[$label]:-0}" "${echo_rate[nio-echo]:-0}") | ${echo_check[$label]:-n/a} | \`${echo_cmd[$label]:-}\` |"
     done
     echo
     echo "Targets: sluice-echo CPU per line ≤ 1.10× c-echo; throughput ≥ 1.0× nio-echo."
+    if [[ "$protocol" == true ]]; then
+        echo "sluice-echo's CPU per line against c-echo fed bare lines: $(ratio "${echo_cpu[sluice-echo]:-0}" "${echo_cpu[c-echo-raw]:-0}")×."
+    fi
     echo
     if [[ "$protocol" != true ]]; then
         echo "## 2–5. Protocol scenarios"
@@ -243,6 +265,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
             echo "| $half | $(figure open-loop throughput) | $(figure open-loop p50) | $(figure open-loop p99) | $(figure open-loop p99.9) | $(figure open-loop max) | $(verb_p99 open-loop) | $(verdict open-loop) | \`$open_cmd\` |"
             echo
             echo "Latency from each request's intended send time (no coordinated omission). Target: p99 ≤ 1000 µs — for the verbs that answer at once (ECHO, TAP); PAY and SEARCH carry their simulated 20 ms / 130 ms by design."
+            echo
+            echo "ECHO alone at the same rate, sluice-echo against the plain C echo (the same requests): what this machine's scheduling adds to any server at this load."
+            echo
+            echo "| server | achieved req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | checks |"
+            echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+            for name in open-echo-sluice open-echo-c; do
+                echo "| ${name#open-echo-} | $(figure "$name" throughput) | $(figure "$name" p50) | $(figure "$name" p90) | $(figure "$name" p99) | $(figure "$name" p99.9) | $(figure "$name" max) | $(verdict "$name") |"
+            done
+            echo
+            echo "Command: \`$floor_cmd\`"
         else
             echo "Not run: scenario 2 measured no throughput."
         fi
