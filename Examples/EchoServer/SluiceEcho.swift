@@ -54,7 +54,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("max-line"), help: "The longest request line accepted, in bytes.")
     var maxLine = 8192
 
-    @Option(name: .customLong("idle-timeout-s"), help: "Close a connection that sends nothing for this many seconds (0: never).")
+    @Option(name: .customLong("idle-timeout-s"), help: "Close a connection that sends nothing, or reads none of its pending replies, for this many seconds (0: never).")
     var idleTimeoutSeconds = 300
 
     @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (least recently used keys are evicted).")

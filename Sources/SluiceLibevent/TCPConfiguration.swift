@@ -10,7 +10,8 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var outputHighWatermark: Int
     /// Output bytes at or below which a paused connection reads again.
     public var outputLowWatermark: Int
-    /// A connection that sends nothing for this long is closed; `nil` never closes one.
+    /// A connection that sends nothing for this long, or takes none of the output waiting for
+    /// it for this long, is closed; `nil` never closes one.
     public var idleTimeout: Duration?
     /// The listen backlog.
     public var backlog: Int

@@ -74,6 +74,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         var socket: Int32
         var batching = false
         var readPausedForBackpressure = false
+        /// ``closeAfterFlush()`` was called: no more lines are handled, and the connection
+        /// closes once its output is written.
+        var closeWhenFlushed = false
     }
 
     private var bufferEvent: OpaquePointer? {
@@ -97,7 +100,10 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         get { hot.pointee.readPausedForBackpressure }
         set { hot.pointee.readPausedForBackpressure = newValue }
     }
-    private var closeWhenFlushed = false
+    private var closeWhenFlushed: Bool {
+        get { hot.pointee.closeWhenFlushed }
+        set { hot.pointee.closeWhenFlushed = newValue }
+    }
     private var inputEnded = false
     private let onClose: (TCPConnection) -> Void
 
@@ -153,8 +159,11 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         // The write callback runs when the output has drained to the low watermark.
         bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), configuration.outputLowWatermark, 0)
         if let idle = configuration.idleTimeout {
+            // Reading: nothing arrived for `idle`. Writing (armed only while output waits for
+            // the socket): the peer took none of it for `idle`, so a client that stops reading
+            // cannot hold the connection, paused for backpressure, forever.
             var tv = timeval(duration: idle)
-            bufferevent_set_timeouts(bufferEvent, &tv, nil)
+            bufferevent_set_timeouts(bufferEvent, &tv, &tv)
         }
         loop.registerForShutdown(self)
         handler.connectionOpened(self)
@@ -197,20 +206,28 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         return evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
     }
 
-    /// Sends the writes collected during a read batch.
+    /// Sends the writes collected during a read batch. May close the connection (a failed
+    /// write): callers check ``isOpen`` afterwards.
     ///
     /// When nothing older is waiting in the output, the batch goes straight to the socket with
-    /// one `writev`, and only what the socket does not take (or a failed write, which the
-    /// bufferevent then reports as an error) moves to the bufferevent's output. Handing every
-    /// batch to the bufferevent would register for writability and unregister again once it is
-    /// written: two `epoll_ctl` calls per batch for a socket that is almost always writable.
+    /// one `writev`, and only what the socket does not take moves to the bufferevent's output.
+    /// Handing every batch to the bufferevent would register for writability and unregister
+    /// again once it is written: two `epoll_ctl` calls per batch for a socket that is almost
+    /// always writable.
     private func flushStaging() {
         guard let bufferEvent, evbuffer_get_length(staging) > 0 else { return }
         let output = bufferevent_get_output(bufferEvent)
         if evbuffer_get_length(output) == 0 {
-            // Writes what it can and drains that from `staging`; -1 (EAGAIN, EPIPE, ...) leaves
-            // `staging` whole.
-            _ = evbuffer_write(staging, hot.pointee.socket)
+            // Drains what it wrote from `staging`; -1 leaves `staging` whole.
+            if evbuffer_write(staging, hot.pointee.socket) < 0 {
+                let failure = errno
+                if failure != EAGAIN && failure != EWOULDBLOCK && failure != EINTR {
+                    // The first write after a reset takes the reset (ECONNRESET); report that
+                    // rather than the EPIPE a retry by the bufferevent would see.
+                    finish(.error(failure))
+                    return
+                }
+            }
             if evbuffer_get_length(staging) == 0 { return }
         }
         evbuffer_add_buffer(output, staging)
@@ -238,16 +255,19 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         finish(.closedLocally)
     }
 
-    /// Stops reading and closes the connection once its output has been written.
+    /// Stops reading and closes the connection once its output has been written. Lines already
+    /// read but not yet handed to the handler are dropped, so what is handled does not depend
+    /// on how the input happened to be batched.
     public func closeAfterFlush() {
         loop.assertInEventLoop()
-        guard let bufferEvent else { return }
+        guard bufferEvent != nil else { return }
+        closeWhenFlushed = true
         flushStaging()
+        guard let bufferEvent else { return }
         bufferevent_disable(bufferEvent, Int16(EV_READ))
         if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
             finish(inputEnded ? .endOfStream : .closedLocally)
         } else {
-            closeWhenFlushed = true
             bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), 0, 0)
         }
     }
@@ -287,7 +307,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         // A window of at least one overlong line, so the framer can always make progress, and
         // not the whole buffer, so a huge line is not copied again on every read.
         let window = max(64 << 10, framer.overlongThreshold)
-        while self.bufferEvent != nil, !readPausedForBackpressure {
+        while self.bufferEvent != nil, !readPausedForBackpressure, !closeWhenFlushed {
             let available = evbuffer_get_length(input)
             if available == 0 { break }
             let size = min(available, window)
@@ -301,7 +321,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 case .overlong:
                     handler.connectionReceivedOverlongLine(self)
                 }
-                return self.bufferEvent != nil && !self.readPausedForBackpressure
+                return self.bufferEvent != nil && !self.readPausedForBackpressure && !self.closeWhenFlushed
             }
             guard self.bufferEvent != nil else { return }
             evbuffer_drain(input, consumed)

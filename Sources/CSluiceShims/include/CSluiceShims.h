@@ -19,7 +19,10 @@ void sluice_set_thread_name(const char *_Nonnull name);
 
 /// Blocks SIGPIPE on the calling thread, so a write to a socket whose peer has gone fails with
 /// EPIPE instead of killing the process (the signal's default action). Thread-local: the
-/// process's own disposition of SIGPIPE is left as the embedding program set it.
+/// process's own disposition of SIGPIPE is left as the embedding program set it. Linux directs
+/// the signal at the writing thread, so this suffices there; Darwin signals the process, so
+/// sockets there also get SO_NOSIGPIPE. Threads and processes started from a blocked thread
+/// inherit the mask: a child that should die of SIGPIPE must unblock it.
 void sluice_block_sigpipe_on_current_thread(void);
 
 /// CLOCK_MONOTONIC in nanoseconds.
