@@ -17,8 +17,7 @@
 # c-echo gets the very same request lines (`--verbatim-echo`: its `<id> ECHO <text>` reply counts
 # as OK), so the client does the same work per line against both servers and drives them at the
 # same pace. `--baseline-load raw` gives c-echo bare --line-bytes lines instead (`--raw-echo`):
-# a cheaper client that keeps the C server busier, and busier servers sleep, and so pay for
-# wake-ups, less often per line.
+# a cheaper client, so the C server is measured under a different (faster) load.
 #
 # Linux only (/proc). Prints a Markdown table; the last line is `ratio=<swift/c>`.
 set -euo pipefail

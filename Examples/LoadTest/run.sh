@@ -227,7 +227,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     echo
     if [[ "$protocol" == true ]]; then
         echo "Every server gets the same \`<id> ECHO <48 bytes>\` requests from the same client: sluice-echo answers \`<id> OK <text>\` through the gate; the baselines return each line verbatim and the client (\`--verbatim-echo\`) counts \`<id> ECHO <text>\` as OK, so it does the same work per line against all three and drives them at the same pace."
-        echo "The last row feeds c-echo bare 64-byte lines (\`--raw-echo\`) instead: the client then does less per line and keeps the C server busier, and a busier server sleeps in \`epoll_wait\`, and pays for being woken, less often per line. It is there to show how much the load alone moves the figure."
+        echo "The last row feeds c-echo bare 64-byte lines (\`--raw-echo\`) instead: the client then does less per line and drives the C server faster. It is there to show how much the load alone moves the figure."
     else
         echo "sluice-echo does not speak the line protocol yet (it answered \`0 PING\` with \`$probe\`): all three servers echo 64-byte raw lines verbatim."
     fi
