@@ -134,10 +134,8 @@ public final class GateSession: TCPConnectionHandler, ReplySink, @unchecked Send
             reply(line, id: parsed.id, Self.usageEcho)
             return
         }
-        let decision = hot.pointee.echoLimit.check(now: connection.loop.now, options: server.echoLimit)
-        guard decision.allowed else {
-            let wait = (decision.retryAfter ?? .zero).wholeMillisecondsRoundedUp
-            replyText(line, id: parsed.id, "LIMITED retry-after-ms=\(wait)")
+        if let wait = hot.pointee.echoLimit.admit(now: connection.loop.now, options: server.echoLimit) {
+            replyText(line, id: parsed.id, "LIMITED retry-after-ms=\(wait.wholeMillisecondsRoundedUp)")
             return
         }
         hot.pointee.outgoing.reset()

@@ -28,6 +28,7 @@ struct ReplyBuilder: ~Copyable {
     }
 
     /// Appends `bytes`.
+    @inline(__always)
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         reserve(bytes.count)
@@ -36,11 +37,13 @@ struct ReplyBuilder: ~Copyable {
     }
 
     /// Appends a static string's UTF-8 bytes.
+    @inline(__always)
     mutating func append(_ text: StaticString) {
         append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// Appends one byte.
+    @inline(__always)
     mutating func append(byte: UInt8) {
         reserve(1)
         storage.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
@@ -52,8 +55,14 @@ struct ReplyBuilder: ~Copyable {
         UnsafeRawBufferPointer(start: storage, count: count)
     }
 
+    @inline(__always)
     private mutating func reserve(_ extra: Int) {
-        guard count + extra > capacity else { return }
+        if count + extra > capacity { grow(toHold: extra) }
+    }
+
+    /// The rare path: a reply longer than any before it on this session.
+    @inline(never)
+    private mutating func grow(toHold extra: Int) {
         let newCapacity = max(capacity * 2, count + extra)
         let grown = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 1)
         grown.copyMemory(from: storage, byteCount: count)

@@ -33,9 +33,13 @@ public enum RequestLine {
         guard isUTF8(line) else { return .failure(.malformed) }
         let space = UInt8(ascii: " ")
         var index = 0
-        while index < line.count, line[index] != space { index += 1 }
+        // The id is checked as it is scanned: one pass, and a bad id stops at its first byte.
+        while index < line.count, line[index] != space {
+            guard index < maximumIDLength, isIDByte(line[index]) else { return .failure(.malformed) }
+            index += 1
+        }
         let id = 0..<index
-        guard isValidID(line, id) else { return .failure(.malformed) }
+        guard index > 0 else { return .failure(.malformed) }
         guard index < line.count else { return .failure(.missingVerb(id: id)) }
         let verbStart = index + 1
         index = verbStart
@@ -96,20 +100,17 @@ public enum RequestLine {
         return String(text)
     }
 
-    /// Whether `range` is a valid id: 1–32 characters of `A–Z a–z 0–9 . _ : -`.
-    static func isValidID(_ line: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
-        guard (1...maximumIDLength).contains(range.count) else { return false }
-        for index in range {
-            switch line[index] {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: ":"), UInt8(ascii: "-"):
-                continue
-            default:
-                return false
-            }
+    /// Whether `byte` may appear in an id: `A–Z a–z 0–9 . _ : -`.
+    @inline(__always)
+    static func isIDByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: ":"), UInt8(ascii: "-"):
+            return true
+        default:
+            return false
         }
-        return true
     }
 
     /// Whether `bytes` are valid UTF-8 (ASCII is checked eight bytes at a time).

@@ -74,6 +74,25 @@ public struct RateLimitState: Hashable, Sendable {
     }
 }
 
+extension RateLimitState {
+    /// ``check(now:options:quantity:)`` for one event when only the verdict matters: consumes
+    /// the event and returns `nil` when it is allowed, else how long until it would be (always
+    /// finite for one event). Skips the `remaining` and `resetAfter` arithmetic of a full
+    /// decision; the state changes exactly as `check` would change it.
+    @inlinable
+    public mutating func admit(now: Instant, options: RateLimitOptions) -> Duration? {
+        let t = now.nanoseconds
+        let current = tat == Instant.noneNanos ? t : tat
+        let newTat = Swift.max(current, t).saturatingAdd(options.emissionInterval)
+        let allowAt = newTat.saturatingSubtract(options.tolerance)
+        if allowAt <= t {
+            tat = newTat
+            return nil
+        }
+        return .nanoseconds(allowAt &- t)
+    }
+}
+
 extension RateLimitState: KeyedState {
     /// True once the key has its full burst again (equivalent to a fresh key).
     @inlinable

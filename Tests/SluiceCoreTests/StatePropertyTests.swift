@@ -69,6 +69,23 @@ struct NaiveRateLimit {
         }
     }
 
+    @Test func admitDecidesAndChangesStateLikeCheckForOneEvent() async {
+        let gaps = Gen.int(in: 0...400).array(of: 0...40)
+        await propertyCheck(count: 300, input: Gen.int(in: 1...7), Gen.int(in: 0...4), gaps) { count, burst, gaps in
+            let options = try! RateLimitOptions(count: count, per: .seconds(1), burst: burst)
+            var viaCheck = RateLimitState()
+            var viaAdmit = RateLimitState()
+            var t: Int64 = 0
+            for gap in gaps {
+                t += Int64(gap) * 1_000_000
+                let decision = viaCheck.check(now: Instant(nanoseconds: t), options: options, quantity: 1)
+                let wait = viaAdmit.admit(now: Instant(nanoseconds: t), options: options)
+                #expect(wait == (decision.allowed ? nil : decision.retryAfter), "at \(t / 1_000_000) ms")
+                #expect(viaAdmit == viaCheck, "state at \(t / 1_000_000) ms")
+            }
+        }
+    }
+
     // MARK: - Idempotency
 
     @Test func idempotencyMatchesNaiveModelAndRunsAtMostOnce() async {
