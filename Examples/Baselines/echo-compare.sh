@@ -111,6 +111,14 @@ cpu_ticks() {
     awk '{ print $12 + $13 }' <<<"$stat"
 }
 
+# utime alone (user-space CPU), in clock ticks: steadier than the total from run to run.
+user_ticks() {
+    local stat
+    stat="$(cat "/proc/$1/stat")"
+    stat="${stat##*) }"
+    awk '{ print $12 }' <<<"$stat"
+}
+
 drive() { # port lines -> prints lines_per_second
     local port="$1" count="$2" output mode
     if [[ "$client" == sluice-load ]]; then
@@ -141,27 +149,35 @@ echo "| round | server | lines | CPU ticks | CPU ns/line | lines/s (client) |"
 echo "| --- | --- | ---: | ---: | ---: | ---: |"
 total_c=0
 total_swift=0
+user_c=0
+user_swift=0
 for round in $(seq 1 "$rounds"); do
     for server in c swift; do
         if [[ "$server" == c ]]; then pid="$c_pid"; port="$c_port"; name="c-echo"
         else pid="$swift_pid"; port="$swift_port"; name="sluice-echo"; fi
         before="$(cpu_ticks "$pid")"
+        user_before="$(user_ticks "$pid")"
         rate="$(drive "$port" "$lines")"
         after="$(cpu_ticks "$pid")"
+        user_after="$(user_ticks "$pid")"
         ticks=$((after - before))
         per_line="$(awk -v t="$ticks" -v hz="$ticks_per_second" -v n="$lines" 'BEGIN { printf "%.1f", t * 1e9 / hz / n }')"
         echo "| $round | $name | $lines | $ticks | $per_line | $rate |"
-        if [[ "$server" == c ]]; then total_c=$((total_c + ticks)); else total_swift=$((total_swift + ticks)); fi
+        if [[ "$server" == c ]]; then
+            total_c=$((total_c + ticks)); user_c=$((user_c + user_after - user_before))
+        else
+            total_swift=$((total_swift + ticks)); user_swift=$((user_swift + user_after - user_before))
+        fi
     done
 done
 
 all_lines=$((rounds * lines))
-awk -v c="$total_c" -v s="$total_swift" -v hz="$ticks_per_second" -v n="$all_lines" -v conns="$connections" \
+awk -v c="$total_c" -v s="$total_swift" -v uc="$user_c" -v us="$user_swift" -v hz="$ticks_per_second" -v n="$all_lines" -v conns="$connections" \
     -v depth="$depth" -v bytes="$line_bytes" -v client="$client" \
     -v proto="$([[ "$protocol" == true ]] && echo "; sluice-echo through the gate: <id> ECHO <text>; c-echo load: $baseline_load")" 'BEGIN {
     printf "\nAll rounds (%d lines each server; %s, %d connections x depth %d, %d-byte lines%s):\n", n, client, conns, depth, bytes, proto
-    printf "c-echo      %.1f ns CPU/line\n", c * 1e9 / hz / n
-    printf "sluice-echo %.1f ns CPU/line\n", s * 1e9 / hz / n
+    printf "c-echo      %.1f ns CPU/line (user %.1f, system %.1f)\n", c * 1e9 / hz / n, uc * 1e9 / hz / n, (c - uc) * 1e9 / hz / n
+    printf "sluice-echo %.1f ns CPU/line (user %.1f, system %.1f)\n", s * 1e9 / hz / n, us * 1e9 / hz / n, (s - us) * 1e9 / hz / n
     if (c == 0) { print "ratio=undefined (c-echo used no measurable CPU)"; exit 1 }
     printf "ratio=%.3f\n", s / c
 }'
