@@ -51,7 +51,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("echo-burst"), help: "ECHO: lines a connection may send back to back.")
     var echoBurst = 1_000
 
-    @Option(name: .customLong("max-line"), help: "The longest request line accepted, in bytes.")
+    @Option(name: .customLong("max-line"), help: "The longest request line accepted, in bytes, not counting its LF (or CR LF).")
     var maxLine = 8192
 
     @Option(name: .customLong("idle-timeout-s"), help: "Close a connection that sends nothing, or reads none of its pending replies, for this many seconds (0: never).")
