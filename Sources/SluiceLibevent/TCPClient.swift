@@ -64,7 +64,8 @@ public enum TCPClient {
         }
     }
 
-    /// Opens a connected, non-blocking, `TCP_NODELAY` socket to `host:port`.
+    /// Opens a connected, non-blocking socket to `host:port` (``TCPConnection`` sets the
+    /// per-connection options).
     private static func openSocket(host: String, port: Int, timeout: Duration) throws(EventLoopError) -> Int32 {
         let literal = host == "localhost" ? "127.0.0.1" : host
         let text = literal.contains(":") ? "[\(literal)]:\(port)" : "\(literal):\(port)"
@@ -82,12 +83,6 @@ public enum TCPClient {
         }
         evutil_make_socket_nonblocking(socket)
         evutil_make_socket_closeonexec(socket)
-        var one: Int32 = 1
-        setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        #if canImport(Darwin)
-        // See TCPListener: on Darwin SIGPIPE goes to the process, so it is turned off per socket.
-        setsockopt(socket, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-        #endif
 
         let started = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { systemConnect(socket, $0, socklen_t(length)) }

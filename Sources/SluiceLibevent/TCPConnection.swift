@@ -128,6 +128,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         self.configuration = configuration
         self.framer = LineFramer(maximumLineLength: configuration.maximumLineLength)
         self.onClose = onClose
+        Self.setConnectionOptions(socket)
         guard let staging = evbuffer_new() else {
             evutil_closesocket(socket)
             throw EventLoopError(code: .baseCreationFailed, message: "evbuffer_new failed", input: remoteAddress)
@@ -140,6 +141,18 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         self.staging = staging
         self.hot = .allocate(capacity: 1)
         hot.initialize(to: HotState(bufferEvent: bufferEvent, socket: socket))
+    }
+
+    /// The options every connection's socket gets, accepted or opened: `TCP_NODELAY` (a reply
+    /// is one small write and must not wait for an ACK), and on Darwin `SO_NOSIGPIPE`, because
+    /// Darwin sends SIGPIPE to the process rather than to the writing thread, so the loop
+    /// threads' blocked mask does not cover it there.
+    private static func setConnectionOptions(_ socket: Int32) {
+        var one: Int32 = 1
+        setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        #if canImport(Darwin)
+        setsockopt(socket, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
     }
 
     deinit {
@@ -307,7 +320,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         // A window of at least one overlong line, so the framer can always make progress, and
         // not the whole buffer, so a huge line is not copied again on every read.
         let window = max(64 << 10, framer.overlongThreshold)
-        while self.bufferEvent != nil, !readPausedForBackpressure, !closeWhenFlushed {
+        while handlesInput {
             let available = evbuffer_get_length(input)
             if available == 0 { break }
             let size = min(available, window)
@@ -321,13 +334,19 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 case .overlong:
                     handler.connectionReceivedOverlongLine(self)
                 }
-                return self.bufferEvent != nil && !self.readPausedForBackpressure && !self.closeWhenFlushed
+                return self.handlesInput
             }
             guard self.bufferEvent != nil else { return }
             evbuffer_drain(input, consumed)
             applyBackpressure(bufferEvent)
             if consumed == 0 { break }
         }
+    }
+
+    /// Whether lines read are handed to the handler: open, not paused for backpressure, and
+    /// not closing after ``closeAfterFlush()``.
+    private var handlesInput: Bool {
+        bufferEvent != nil && !readPausedForBackpressure && !closeWhenFlushed
     }
 
     /// Resumes reading paused for backpressure once the output is at or below the low

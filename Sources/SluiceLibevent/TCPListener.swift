@@ -74,13 +74,6 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     }
 
     fileprivate func accept(socket: Int32, address: UnsafeMutablePointer<sockaddr>?) {
-        var one: Int32 = 1
-        setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        #if canImport(Darwin)
-        // Darwin sends SIGPIPE to the process, not the writing thread, so the loop thread's
-        // blocked mask does not help there: turn it off per socket.
-        setsockopt(socket, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-        #endif
         acceptedCount += 1
         let id = acceptedCount << 8 | UInt64(loopIndex & 0xFF)
         let connection: TCPConnection
