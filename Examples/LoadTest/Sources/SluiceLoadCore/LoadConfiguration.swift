@@ -40,6 +40,9 @@ public struct LoadConfiguration: Sendable, Hashable {
     /// client then does the same work per line as against sluice-echo (ids, in-flight table,
     /// reply parsing), so a baseline server and sluice-echo are driven at the same pace.
     public var verbatimEcho: Bool = false
+    /// Whether the server is an echo baseline (``rawEcho`` or ``verbatimEcho``): ECHO lines only,
+    /// and no `STATS`.
+    public var drivesEchoBaseline: Bool { rawEcho || verbatimEcho }
     /// Raw echo: bytes per line including the LF.
     public var lineBytes: Int = 64
     /// Bytes of ECHO text per request (protocol mode).
@@ -67,14 +70,12 @@ public struct LoadConfiguration: Sendable, Hashable {
         if case .requests(let count) = limit, count < 1 {
             throw LoadError("--requests must be at least 1", input: "\(count)")
         }
-        if rawEcho && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
-            throw LoadError("--raw-echo sends bare lines only; drop --mix or use --mix echo=1", input: "\(mix)")
-        }
         if verbatimEcho && rawEcho {
             throw LoadError("--verbatim-echo and --raw-echo exclude each other", input: "--raw-echo")
         }
-        if verbatimEcho && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
-            throw LoadError("--verbatim-echo sends ECHO requests only; drop --mix or use --mix echo=1", input: "\(mix)")
+        if drivesEchoBaseline && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
+            let flag = rawEcho ? "--raw-echo sends bare lines" : "--verbatim-echo sends ECHO requests"
+            throw LoadError("\(flag) only; drop --mix or use --mix echo=1", input: "\(mix)")
         }
     }
 

@@ -82,14 +82,14 @@ public struct LoadOptions: ParsableArguments {
         case (nil, nil):
             configuration.limit = .duration(.seconds(10))
         }
-        configuration.mix = (rawEcho || verbatimEcho) && mix == "echo=70,tap=10,pay=10,search=10"
+        configuration.rawEcho = rawEcho
+        configuration.verbatimEcho = verbatimEcho
+        configuration.mix = configuration.drivesEchoBaseline && mix == "echo=70,tap=10,pay=10,search=10"
             ? try RequestMix(parsing: "echo=1") : try RequestMix(parsing: mix)
         configuration.keys = keys
         configuration.keyDistribution = try KeyDistribution(parsing: keyDist)
         configuration.dupRatio = dupRatio
         configuration.rate = rate
-        configuration.rawEcho = rawEcho
-        configuration.verbatimEcho = verbatimEcho
         configuration.lineBytes = lineBytes
         configuration.echoBytes = echoBytes
         configuration.loops = loops

@@ -46,7 +46,7 @@ public enum LoadRunner {
         // STATS before (sluice-echo; the echo baselines have no STATS).
         var control: ControlConnection?
         var statsBefore: ServerStats?
-        if !configuration.rawEcho && !configuration.verbatimEcho {
+        if !configuration.drivesEchoBaseline {
             do {
                 control = try await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
             } catch {
