@@ -101,22 +101,14 @@ fi
 
 ticks_per_second="$(getconf CLK_TCK)"
 
-# utime + stime of a whole process (all threads), in clock ticks.
+# "utime stime" of a whole process (all threads), in clock ticks.
 cpu_ticks() {
     # Field 2 (comm) may hold spaces: cut everything up to the last ')'.
     local stat
     stat="$(cat "/proc/$1/stat")"
     stat="${stat##*) }"
     # After comm: state is field 3, so utime (14) and stime (15) are the 12th and 13th here.
-    awk '{ print $12 + $13 }' <<<"$stat"
-}
-
-# utime alone (user-space CPU), in clock ticks: steadier than the total from run to run.
-user_ticks() {
-    local stat
-    stat="$(cat "/proc/$1/stat")"
-    stat="${stat##*) }"
-    awk '{ print $12 }' <<<"$stat"
+    awk '{ print $12, $13 }' <<<"$stat"
 }
 
 drive() { # port lines -> prints lines_per_second
@@ -155,18 +147,17 @@ for round in $(seq 1 "$rounds"); do
     for server in c swift; do
         if [[ "$server" == c ]]; then pid="$c_pid"; port="$c_port"; name="c-echo"
         else pid="$swift_pid"; port="$swift_port"; name="sluice-echo"; fi
-        before="$(cpu_ticks "$pid")"
-        user_before="$(user_ticks "$pid")"
+        read -r user_before system_before < <(cpu_ticks "$pid")
         rate="$(drive "$port" "$lines")"
-        after="$(cpu_ticks "$pid")"
-        user_after="$(user_ticks "$pid")"
-        ticks=$((after - before))
+        read -r user_after system_after < <(cpu_ticks "$pid")
+        user=$((user_after - user_before))
+        ticks=$((user + system_after - system_before))
         per_line="$(awk -v t="$ticks" -v hz="$ticks_per_second" -v n="$lines" 'BEGIN { printf "%.1f", t * 1e9 / hz / n }')"
         echo "| $round | $name | $lines | $ticks | $per_line | $rate |"
         if [[ "$server" == c ]]; then
-            total_c=$((total_c + ticks)); user_c=$((user_c + user_after - user_before))
+            total_c=$((total_c + ticks)); user_c=$((user_c + user))
         else
-            total_swift=$((total_swift + ticks)); user_swift=$((user_swift + user_after - user_before))
+            total_swift=$((total_swift + ticks)); user_swift=$((user_swift + user))
         fi
     done
 done
