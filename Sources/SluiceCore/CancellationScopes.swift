@@ -1,10 +1,10 @@
-/// Names a node of a ``ScopeTree`` (server, connection, key…).
+/// Names a node of a ``ScopeTree`` (the server, a connection or session, …).
 public struct ScopeID: Hashable, Sendable, CustomStringConvertible {
-    /// The tree's number for the scope.
-    public var rawValue: UInt32
+    /// The tree's number for the scope (64 bits: a long-running server never wraps it).
+    public var rawValue: UInt64
 
     /// A scope ID with the given number.
-    public init(rawValue: UInt32) {
+    public init(rawValue: UInt64) {
         self.rawValue = rawValue
     }
 
@@ -13,7 +13,7 @@ public struct ScopeID: Hashable, Sendable, CustomStringConvertible {
 
 /// Names one registered effect in a ``ScopeTree``.
 public struct EffectToken: Hashable, Sendable, CustomStringConvertible {
-    /// The tree's number for the effect.
+    /// The number of the effect.
     public var rawValue: UInt64
 
     /// An effect token with the given number.
@@ -24,14 +24,22 @@ public struct EffectToken: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "effect#\(rawValue)" }
 }
 
-/// Cancellation scopes that mirror effect IDs (DESIGN §5): pure bookkeeping.
+/// Cancellation scopes that mirror effect IDs: pure bookkeeping.
 ///
-/// Scopes form a tree (server → connection → key). An effect is registered under `(scope, id)`
-/// *before* its task starts, and the task calls ``start(_:)`` first thing: if a cancellation reached
-/// it in between, `start` answers `false` and the effect does not run — a cancel that arrives before
-/// the effect started still wins. Cancelling returns tokens; the runtime turns them into `Task`
-/// cancellations. Every registered token must eventually be reported through ``finished(_:)``.
-public struct ScopeTree<EffectID: Hashable> {
+/// Scopes form a tree (server → connection or session → …). An effect is registered under
+/// `(scope, key, id)` *before* its task starts, and the task calls ``start(_:)`` first thing: if a
+/// cancellation reached it in between, `start` answers `false` and the effect does not run — a
+/// cancel that arrives before the effect started still wins. Effects can be cancelled by ID in a
+/// scope and everything below it (``cancel(id:in:)``), all at once in a subtree
+/// (``cancelAll(in:)``, ``close(_:removedScope:)``), or by key across every scope
+/// (``cancel(id:key:)``). Cancelling returns tokens; the runtime turns them into `Task`
+/// cancellations. Every registered token must eventually be reported through
+/// ``finished(_:removedScope:)``.
+///
+/// The lists are intrusive (each effect links to its neighbours in its scope and under its key),
+/// kept in dictionaries keyed by token, scope and key: registering and finishing an effect
+/// allocates nothing once the dictionaries have grown to the working set.
+public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// The lifecycle of one effect.
     public enum EffectState: Hashable, Sendable {
         /// Registered, its task not yet started.
@@ -45,20 +53,33 @@ public struct ScopeTree<EffectID: Hashable> {
     @usableFromInline
     struct Scope {
         var parent: ScopeID?
-        var children: Set<ScopeID> = []
-        var effects: Set<EffectToken> = []
+        var firstChild: ScopeID?
+        var previousSibling: ScopeID?
+        var nextSibling: ScopeID?
+        var firstEffect: EffectToken?
+        let removeWhenEmpty: Bool
+
+        var isEmpty: Bool { firstChild == nil && firstEffect == nil }
     }
 
     @usableFromInline
     struct Effect {
-        var scope: ScopeID
-        var id: EffectID
+        /// `nil` once its scope has been closed.
+        var scope: ScopeID?
+        let key: Key
+        let id: EffectID
         var state: EffectState
+        let tag: UInt32
+        var previousInScope: EffectToken?
+        var nextInScope: EffectToken?
+        var previousForKey: EffectToken?
+        var nextForKey: EffectToken?
     }
 
     @usableFromInline var scopes: [ScopeID: Scope]
     @usableFromInline var effects: [EffectToken: Effect] = [:]
-    @usableFromInline var nextScope: UInt32 = 1
+    @usableFromInline var keyHeads: [Key: EffectToken] = [:]
+    @usableFromInline var nextScope: UInt64 = 1
     @usableFromInline var nextToken: UInt64 = 1
 
     /// The root scope (the server); it exists until closed.
@@ -66,7 +87,7 @@ public struct ScopeTree<EffectID: Hashable> {
 
     /// A tree holding only the root scope.
     public init() {
-        scopes = [ScopeID(rawValue: 0): Scope(parent: nil)]
+        scopes = [ScopeID(rawValue: 0): Scope(removeWhenEmpty: false)]
     }
 
     /// Whether `scope` is open.
@@ -90,50 +111,207 @@ public struct ScopeTree<EffectID: Hashable> {
         effects[token]?.state == .cancelled
     }
 
+    /// The tag given when the effect was registered.
+    public func tag(of token: EffectToken) -> UInt32? {
+        effects[token]?.tag
+    }
+
+    /// The key the effect was registered under.
+    public func key(of token: EffectToken) -> Key? {
+        effects[token]?.key
+    }
+
+    /// The effect's ID.
+    public func id(of token: EffectToken) -> EffectID? {
+        effects[token]?.id
+    }
+
+    /// The scope the effect is registered in, or `nil` once that scope has been closed.
+    public func scope(of token: EffectToken) -> ScopeID? {
+        effects[token]?.scope
+    }
+
     /// Opens a child scope of `parent`.
     ///
+    /// - Parameter removeWhenEmpty: the scope closes by itself once it holds no effect and no
+    ///   child scope (reported through ``finished(_:removedScope:)``): for scopes that mirror
+    ///   something living elsewhere and can be opened again when needed.
     /// - Throws: ``SluiceError/Code/unknownScope`` if `parent` is closed.
-    public mutating func openScope(in parent: ScopeID) throws(SluiceError) -> ScopeID {
+    public mutating func openScope(in parent: ScopeID, removeWhenEmpty: Bool = false) throws(SluiceError) -> ScopeID {
         guard scopes[parent] != nil else { throw Self.unknown(parent) }
         let scope = ScopeID(rawValue: nextScope)
         nextScope &+= 1
-        scopes[scope] = Scope(parent: parent)
-        scopes[parent]!.children.insert(scope)
+        var node = Scope(removeWhenEmpty: removeWhenEmpty)
+        node.parent = parent
+        node.nextSibling = scopes[parent]?.firstChild
+        if let sibling = node.nextSibling { scopes[sibling]?.previousSibling = scope }
+        scopes[parent]?.firstChild = scope
+        scopes[scope] = node
         return scope
     }
 
-    /// Registers a pending effect under `id` in `scope`.
+    /// Registers a pending effect under `id` and `key` in `scope`, numbered by the tree.
     ///
     /// - Throws: ``SluiceError/Code/unknownScope`` if `scope` is closed.
-    public mutating func register(id: EffectID, in scope: ScopeID) throws(SluiceError) -> EffectToken {
-        guard scopes[scope] != nil else { throw Self.unknown(scope) }
+    public mutating func register(id: EffectID, key: Key, in scope: ScopeID, tag: UInt32 = 0) throws(SluiceError) -> EffectToken {
         let token = EffectToken(rawValue: nextToken)
+        try register(token, id: id, key: key, in: scope, tag: tag)
         nextToken &+= 1
-        effects[token] = Effect(scope: scope, id: id, state: .pending)
-        scopes[scope]!.effects.insert(token)
         return token
+    }
+
+    /// Registers a pending effect with a token the caller numbered (unique among the effects
+    /// not yet finished).
+    ///
+    /// - Throws: ``SluiceError/Code/unknownScope`` if `scope` is closed.
+    public mutating func register(_ token: EffectToken, id: EffectID, key: Key, in scope: ScopeID, tag: UInt32 = 0) throws(SluiceError) {
+        guard let node = scopes[scope] else { throw Self.unknown(scope) }
+        precondition(effects[token] == nil, "ScopeTree.register: \(token) is already registered")
+        let nextForKey = keyHeads.updateValue(token, forKey: key)
+        if let nextForKey { effects[nextForKey]?.previousForKey = token }
+        if let nextInScope = node.firstEffect { effects[nextInScope]?.previousInScope = token }
+        scopes[scope]?.firstEffect = token
+        effects[token] = Effect(
+            scope: scope, key: key, id: id, state: .pending, tag: tag,
+            previousInScope: nil, nextInScope: node.firstEffect,
+            previousForKey: nil, nextForKey: nextForKey)
     }
 
     /// Called by the effect's task before it does anything.
     ///
     /// - Returns: `true` if the effect may run; `false` if it was cancelled before it started (or is
-    ///   unknown): the task must not run it, and still reports ``finished(_:)``.
+    ///   unknown): the task must not run it, and still reports ``finished(_:removedScope:)``.
     public mutating func start(_ token: EffectToken) -> Bool {
         guard effects[token]?.state == .pending else { return false }
-        effects[token]!.state = .running
+        effects[token]?.state = .running
         return true
     }
 
     /// Cancels every effect registered under `id` in `scope` and in all scopes below it.
     ///
-    /// - Returns: the effects cancelled by this call (pending and running), in registration order.
+    /// - Returns: the effects cancelled by this call (pending and running), in token order.
     ///   Pending ones will refuse to ``start(_:)``; running ones need their task cancelled.
     public mutating func cancel(id: EffectID, in scope: ScopeID) -> [EffectToken] {
+        cancel(in: scope) { $0.id == id }
+    }
+
+    /// Cancels every effect in `scope` and below, whatever its ID; the scopes stay open.
+    public mutating func cancelAll(in scope: ScopeID) -> [EffectToken] {
+        cancel(in: scope) { _ in true }
+    }
+
+    /// Cancels the effects registered under `key` with this `id` (every ID when `nil`), in
+    /// whatever scope they live.
+    ///
+    /// - Returns: the effects cancelled by this call, in token order.
+    public mutating func cancel(id: EffectID?, key: Key) -> [EffectToken] {
         var cancelled: [EffectToken] = []
-        forEachScope(under: scope) { tree, node in
-            for token in tree.scopes[node]!.effects where tree.effects[token]!.id == id {
-                if tree.effects[token]!.state != .cancelled {
-                    tree.effects[token]!.state = .cancelled
+        var cursor = keyHeads[key]
+        while let token = cursor, let effect = effects[token] {
+            cursor = effect.nextForKey
+            if effect.state != .cancelled, id == nil || effect.id == id {
+                effects[token]?.state = .cancelled
+                cancelled.append(token)
+            }
+        }
+        return cancelled.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// The effects registered under `key` and not yet finished, in token order.
+    public func effects(forKey key: Key) -> [EffectToken] {
+        var tokens: [EffectToken] = []
+        var cursor = keyHeads[key]
+        while let token = cursor, let effect = effects[token] {
+            tokens.append(token)
+            cursor = effect.nextForKey
+        }
+        return tokens.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// Closes `scope` and every scope below it, cancelling their effects (a connection closed).
+    /// The effects stay registered (outside any scope) until they report
+    /// ``finished(_:removedScope:)``.
+    ///
+    /// - Parameter removedScope: called for every scope that closes, `scope` and its descendants
+    ///   first, then ancestors that closed by themselves because they became empty.
+    /// - Returns: the effects cancelled by this call, in token order.
+    public mutating func close(_ scope: ScopeID, removedScope: (ScopeID) -> Void = { _ in }) -> [EffectToken] {
+        guard let node = scopes[scope] else { return [] }
+        let doomed = subtree(of: scope)
+        var cancelled: [EffectToken] = []
+        for member in doomed {
+            var cursor = scopes[member]?.firstEffect
+            while let token = cursor, let effect = effects[token] {
+                cursor = effect.nextInScope
+                if effect.state != .cancelled {
+                    effects[token]?.state = .cancelled
+                    cancelled.append(token)
+                }
+                effects[token]?.scope = nil
+                effects[token]?.previousInScope = nil
+                effects[token]?.nextInScope = nil
+            }
+        }
+        unlinkChild(scope, node)
+        for member in doomed {
+            scopes[member] = nil
+            removedScope(member)
+        }
+        if let parent = node.parent { removeIfEmpty(parent, removedScope) }
+        return cancelled.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// The effect ended (completed, failed, cancelled, or refused to start): forget it.
+    ///
+    /// - Parameter removedScope: called for each scope that closed by itself because this was
+    ///   its last effect (scopes opened with `removeWhenEmpty`).
+    public mutating func finished(_ token: EffectToken, removedScope: (ScopeID) -> Void = { _ in }) {
+        guard let effect = effects.removeValue(forKey: token) else { return }
+        if let previous = effect.previousForKey {
+            effects[previous]?.nextForKey = effect.nextForKey
+        } else if let next = effect.nextForKey {
+            keyHeads[effect.key] = next
+        } else {
+            keyHeads[effect.key] = nil
+        }
+        if let next = effect.nextForKey { effects[next]?.previousForKey = effect.previousForKey }
+        guard let scope = effect.scope else { return }
+        if let previous = effect.previousInScope {
+            effects[previous]?.nextInScope = effect.nextInScope
+        } else {
+            scopes[scope]?.firstEffect = effect.nextInScope
+        }
+        if let next = effect.nextInScope { effects[next]?.previousInScope = effect.previousInScope }
+        removeIfEmpty(scope, removedScope)
+    }
+
+    // MARK: - Walking
+
+    /// `scope` and every scope below it.
+    func subtree(of scope: ScopeID) -> [ScopeID] {
+        // Iterative depth-first walk (a deep tree must not overflow the stack).
+        guard scopes[scope] != nil else { return [] }
+        var visited: [ScopeID] = []
+        var stack = [scope]
+        while let node = stack.popLast() {
+            visited.append(node)
+            var child = scopes[node]?.firstChild
+            while let current = child {
+                stack.append(current)
+                child = scopes[current]?.nextSibling
+            }
+        }
+        return visited
+    }
+
+    private mutating func cancel(in scope: ScopeID, where matches: (Effect) -> Bool) -> [EffectToken] {
+        var cancelled: [EffectToken] = []
+        for member in subtree(of: scope) {
+            var cursor = scopes[member]?.firstEffect
+            while let token = cursor, let effect = effects[token] {
+                cursor = effect.nextInScope
+                if effect.state != .cancelled, matches(effect) {
+                    effects[token]?.state = .cancelled
                     cancelled.append(token)
                 }
             }
@@ -141,56 +319,25 @@ public struct ScopeTree<EffectID: Hashable> {
         return cancelled.sorted { $0.rawValue < $1.rawValue }
     }
 
-    /// Cancels every effect in `scope` and below, whatever its ID; the scopes stay open.
-    public mutating func cancelAll(in scope: ScopeID) -> [EffectToken] {
-        var cancelled: [EffectToken] = []
-        forEachScope(under: scope) { tree, node in
-            for token in tree.scopes[node]!.effects where tree.effects[token]!.state != .cancelled {
-                tree.effects[token]!.state = .cancelled
-                cancelled.append(token)
-            }
+    private mutating func unlinkChild(_ scope: ScopeID, _ node: Scope) {
+        if let previous = node.previousSibling {
+            scopes[previous]?.nextSibling = node.nextSibling
+        } else if let parent = node.parent {
+            scopes[parent]?.firstChild = node.nextSibling
         }
-        return cancelled.sorted { $0.rawValue < $1.rawValue }
+        if let next = node.nextSibling { scopes[next]?.previousSibling = node.previousSibling }
     }
 
-    /// Closes `scope` and every scope below it, cancelling their effects (a connection closed).
-    ///
-    /// - Returns: the effects cancelled by this call, in registration order.
-    public mutating func close(_ scope: ScopeID) -> [EffectToken] {
-        guard let node = scopes[scope] else { return [] }
-        if node.children.isEmpty && node.effects.isEmpty {
-            // A leaf with nothing registered (a key scope whose last effect ended): nothing to
-            // cancel or walk.
-            scopes[scope] = nil
-            if let parent = node.parent { scopes[parent]?.children.remove(scope) }
-            return []
+    /// Closes `scope` and then its ancestors while each is an empty `removeWhenEmpty` scope.
+    private mutating func removeIfEmpty(_ scope: ScopeID, _ removedScope: (ScopeID) -> Void) {
+        var current = scope
+        while let node = scopes[current], node.removeWhenEmpty, node.isEmpty {
+            unlinkChild(current, node)
+            scopes[current] = nil
+            removedScope(current)
+            guard let parent = node.parent else { return }
+            current = parent
         }
-        let cancelled = cancelAll(in: scope)
-        var doomed: [ScopeID] = []
-        forEachScope(under: scope) { _, node in doomed.append(node) }
-        if let parent = scopes[scope]!.parent {
-            scopes[parent]?.children.remove(scope)
-        }
-        for node in doomed { scopes[node] = nil }
-        return cancelled
-    }
-
-    /// The effect ended (completed, failed, cancelled, or refused to start): forget it.
-    public mutating func finished(_ token: EffectToken) {
-        guard let effect = effects.removeValue(forKey: token) else { return }
-        scopes[effect.scope]?.effects.remove(token)
-    }
-
-    mutating func forEachScope(under scope: ScopeID, _ body: (inout ScopeTree, ScopeID) -> Void) {
-        // Iterative depth-first walk (a deep tree must not overflow the stack).
-        guard scopes[scope] != nil else { return }
-        var stack = [scope]
-        var visited: [ScopeID] = []
-        while let node = stack.popLast() {
-            visited.append(node)
-            stack.append(contentsOf: scopes[node]!.children)
-        }
-        for node in visited { body(&self, node) }
     }
 
     static func unknown(_ scope: ScopeID) -> SluiceError {
@@ -198,6 +345,6 @@ public struct ScopeTree<EffectID: Hashable> {
     }
 }
 
-extension ScopeTree: Sendable where EffectID: Sendable {}
+extension ScopeTree: Sendable where Key: Sendable, EffectID: Sendable {}
 extension ScopeTree.Scope: Sendable {}
-extension ScopeTree.Effect: Sendable where EffectID: Sendable {}
+extension ScopeTree.Effect: Sendable where Key: Sendable, EffectID: Sendable {}

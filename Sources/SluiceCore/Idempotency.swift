@@ -28,6 +28,17 @@ public enum IdempotencyCompletion: Hashable, Sendable {
     case notOwner
 }
 
+/// How long a new owner holds an idempotency record before another request may take it over.
+public enum IdempotencyLease: Hashable, Sendable {
+    /// For `options.lease`, renewed while the owner works (``IdempotencyRecord/renewLease(owner:now:options:)``):
+    /// for owners that may die without releasing the record (another process sharing a store).
+    case renewable
+    /// Until the owner completes or releases it: for an owner running in this process, whose
+    /// execution always ends in a completion or a release. However long it runs, it is never
+    /// taken over, and its record is never expired or swept while it runs.
+    case untilReleased
+}
+
 /// The record for one idempotency key: absent → in flight → completed → expired.
 ///
 /// Semantics (DESIGN §3): same key and fingerprint while in flight → join (or reject: 409);
@@ -42,15 +53,18 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
     /// The execution finished; the result is replayed until `expiresAt` (nanoseconds).
     case completed(fingerprint: Fingerprint, result: Result, expiresAt: Int64)
 
-    /// Decides what a request with `fingerprint`, identified by `token`, gets at `now`.
+    /// Decides what a request with `fingerprint`, identified by `token`, gets at `now`; a request
+    /// that executes owns the record under `lease`.
     @inlinable
     public mutating func begin(
         fingerprint: Fingerprint,
         token: EventToken,
         now: Instant,
-        options: IdempotencyOptions
+        options: IdempotencyOptions,
+        lease: IdempotencyLease = .renewable
     ) -> IdempotencyDecision<Result> {
         let t = now.nanoseconds
+        let ownedUntil = lease == .untilReleased ? Int64.max : t.saturatingAdd(options.leaseNanos)
         switch self {
         case .absent:
             break
@@ -58,7 +72,7 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
             if t >= leaseEnd {
                 // The owner is presumed dead: its record no longer protects anything, whatever the
                 // new request's fingerprint.
-                self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: t.saturatingAdd(options.leaseNanos))
+                self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: ownedUntil)
                 return .execute(takeover: owner)
             }
             guard stored == fingerprint else { return .mismatch }
@@ -71,7 +85,7 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
                 return stored == fingerprint ? .replay(result) : .mismatch
             }
         }
-        self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: t.saturatingAdd(options.leaseNanos))
+        self = .inFlight(fingerprint: fingerprint, owner: token, leaseEnd: ownedUntil)
         return .execute(takeover: nil)
     }
 
@@ -109,13 +123,16 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
         return true
     }
 
-    /// Extends the owner's lease to `now + lease` (for executions that outlive one lease).
+    /// Extends the owner's lease to `now + lease` (for executions that outlive one lease); never
+    /// shortens it.
     ///
     /// - Returns: whether `owner` still owns the record.
     @inlinable
     public mutating func renewLease(owner: EventToken, now: Instant, options: IdempotencyOptions) -> Bool {
-        guard case .inFlight(let fingerprint, let current, _) = self, current == owner else { return false }
-        self = .inFlight(fingerprint: fingerprint, owner: owner, leaseEnd: now.nanoseconds.saturatingAdd(options.leaseNanos))
+        guard case .inFlight(let fingerprint, let current, let leaseEnd) = self, current == owner else { return false }
+        // Renewing never shortens a lease (one held until release stays so).
+        let renewed = Swift.max(leaseEnd, now.nanoseconds.saturatingAdd(options.leaseNanos))
+        self = .inFlight(fingerprint: fingerprint, owner: owner, leaseEnd: renewed)
         return true
     }
 }
@@ -151,6 +168,8 @@ public struct IdempotencyTable<Key: Hashable, Fingerprint: Hashable, Result> {
 
     /// Decides what a request for `key` with `fingerprint`, identified by `token`, gets at `now`.
     ///
+    /// A request that executes owns the record under `lease`.
+    ///
     /// - Throws: ``SluiceError/Code/tableBusy`` when a new key arrives and the table is full of live
     ///   records.
     @inlinable
@@ -158,14 +177,15 @@ public struct IdempotencyTable<Key: Hashable, Fingerprint: Hashable, Result> {
         key: Key,
         fingerprint: Fingerprint,
         token: EventToken,
-        now: Instant
+        now: Instant,
+        lease: IdempotencyLease = .renewable
     ) throws(SluiceError) -> IdempotencyDecision<Result> {
         if let index = table.index(of: key) {
             table.touch(index)
-            return table[index].begin(fingerprint: fingerprint, token: token, now: now, options: options)
+            return table[index].begin(fingerprint: fingerprint, token: token, now: now, options: options, lease: lease)
         }
         var record = IdempotencyRecord<Fingerprint, Result>.absent
-        let decision = record.begin(fingerprint: fingerprint, token: token, now: now, options: options)
+        let decision = record.begin(fingerprint: fingerprint, token: token, now: now, options: options, lease: lease)
         _ = try table.insert(key, record, now: now)
         return decision
     }

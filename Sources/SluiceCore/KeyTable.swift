@@ -7,15 +7,18 @@ public protocol KeyedState {
 
 /// How much memory a ``KeyTable`` may use, in entries and/or bytes.
 ///
-/// A byte budget is turned into a fixed entry capacity with ``KeyTable/estimatedBytesPerEntry``
-/// (see there for the layout); when both are given the smaller capacity wins.
+/// A byte budget bounds what the table really holds: its index, its entries, the heap bytes of
+/// its keys (a `String` longer than 15 UTF-8 bytes lives on the heap) and the bytes the runtime
+/// charges to it for the key's side state (held requests, timers, waiting callers; see
+/// ``KeyTable/charge(bytes:)``). It also fixes the entry capacity (the most entries that fit when
+/// every key is stored inline); when both limits are given the smaller capacity wins.
 public struct MemoryBudget: Hashable, Sendable {
     /// At most this many keys.
     public var entries: Int?
     /// At most this many bytes of table storage.
     public var bytes: Int?
-    /// Heap bytes each key owns outside the table (e.g. a `String` longer than 15 UTF-8 bytes,
-    /// which is not stored inline). Counted against `bytes`.
+    /// Further bytes to count per key beyond what the table measures itself (the table already
+    /// counts each key's heap bytes). Counted against `bytes`.
     public var extraBytesPerKey: Int
 
     /// A budget of `entries` keys.
@@ -46,6 +49,8 @@ public struct KeyTableStats: Hashable, Sendable {
     public var expired: Int = 0
     /// Inserts refused because the table was full of live keys.
     public var refused: Int = 0
+    /// Side-state charges refused because the budget was spent (see ``KeyTable/charge(bytes:)``).
+    public var refusedCharges: Int = 0
 
     public init() {}
 }
@@ -89,10 +94,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public struct Insertion {
         /// Where the new entry lives.
         public var index: Index
-        /// A live entry evicted to make room, if any.
-        public var evicted: (key: Key, value: Value)?
+        /// Live entries evicted to make room, least recently used first (usually none, at most
+        /// one unless the new key is long and the byte budget is spent).
+        public var evicted: [(key: Key, value: Value)]
 
-        @inlinable init(index: Index, evicted: (key: Key, value: Value)?) {
+        @inlinable init(index: Index, evicted: [(key: Key, value: Value)]) {
             self.index = index
             self.evicted = evicted
         }
@@ -124,6 +130,31 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// What happens when it is full.
     public let whenFull: WhenFull
     @usableFromInline var counters = KeyTableStats()
+    /// The byte budget, if the table has one.
+    public let byteLimit: Int?
+    /// Bytes each entry costs in the table's arrays (key, value, hash, links, extra).
+    @usableFromInline let entryBytes: Int
+    /// Bytes of the index, allocated (and touched) when the table is created.
+    @usableFromInline let indexByteCount: Int
+    /// Heap bytes of the keys held.
+    @usableFromInline var keyHeapBytes = 0
+    /// Bytes the runtime charged for side state.
+    @usableFromInline var chargedBytes = 0
+    /// Side-state charges held (bounded by ``capacity`` when the budget has no byte limit).
+    @usableFromInline var chargeCount = 0
+
+    /// The bytes the table holds now: the index, its entries, its keys' heap bytes and the side
+    /// state charged to it.
+    public var bytesUsed: Int {
+        indexByteCount + keys.count * entryBytes + keyHeapBytes + chargedBytes
+    }
+
+    /// The heap bytes `key` owns outside the table (0 for keys stored inline).
+    @inlinable
+    public static func heapBytes(of key: Key) -> Int {
+        if let string = key as? String { return string.heapByteEstimate }
+        return 0
+    }
 
     /// Counters.
     public var stats: KeyTableStats { counters }
@@ -184,11 +215,18 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     ///
     /// - Throws: ``SluiceError/Code/invalidOption`` if `capacity < 1` or above ``maximumCapacity``.
     public init(capacity: Int, whenFull: WhenFull) throws(SluiceError) {
+        try self.init(capacity: capacity, whenFull: whenFull, byteLimit: nil, extraBytesPerKey: 0)
+    }
+
+    init(capacity: Int, whenFull: WhenFull, byteLimit: Int?, extraBytesPerKey: Int) throws(SluiceError) {
         guard capacity >= 1, capacity <= Self.maximumCapacity else {
             throw .invalidOption("A key table needs a capacity from 1 to \(Self.maximumCapacity) entries.", value: "capacity \(capacity)")
         }
         self.capacity = capacity
         self.whenFull = whenFull
+        self.byteLimit = byteLimit
+        self.entryBytes = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + extraBytesPerKey
+        self.indexByteCount = Self.indexBytes(capacity: capacity)
         keys = []
         values = []
         hashes = []
@@ -217,7 +255,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         guard capacity >= 1 else {
             throw .invalidOption("The memory budget is too small for a single key.", value: budget)
         }
-        try self.init(capacity: capacity, whenFull: whenFull)
+        try self.init(capacity: capacity, whenFull: whenFull, byteLimit: budget.bytes, extraBytesPerKey: budget.extraBytesPerKey)
     }
 
     /// The number of keys held (idle ones included until they are dropped).
@@ -295,8 +333,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Finds `key`, or inserts `fresh()` for it; an idle state found for `key` is replaced by
     /// `fresh()` (lazy expiry). The entry becomes the most recently used.
     ///
-    /// - Returns: the entry's index and, if a live key was evicted to make room, that key and state.
-    /// - Throws: ``SluiceError/Code/tableBusy`` for a ``WhenFull/refuse`` table full of live keys.
+    /// - Returns: the entry's index and the live keys evicted to make room, with their states.
+    /// - Throws: ``SluiceError/Code/tableBusy`` for a ``WhenFull/refuse`` table full of live keys,
+    ///   or for any table when the key alone is larger than what the budget leaves.
     @inlinable
     public mutating func lookup(
         _ key: Key,
@@ -312,7 +351,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
                 values[Int(entry)] = fresh()
                 counters.expired &+= 1
             }
-            return Insertion(index: index, evicted: nil)
+            return Insertion(index: index, evicted: [])
         }
         return try insertNew(key, hash: hash, position: position, value: fresh(), now: now)
     }
@@ -337,24 +376,30 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         now: Instant
     ) throws(SluiceError) -> Insertion {
         var position = position
-        var evicted: (key: Key, value: Value)? = nil
-        if keys.count >= capacity {
-            let victim = tail
-            if values[Int(victim)].isIdle(at: now) {
-                _ = remove(entry: victim)
-                counters.expired &+= 1
-            } else if whenFull == .evictLeastRecentlyUsed {
-                evicted = remove(entry: victim)
-                counters.evicted &+= 1
-            } else {
-                _ = sweep(now: now, maxEntries: 32)
-                if keys.count >= capacity {
+        var evicted: [(key: Key, value: Value)] = []
+        let heapBytes = Self.heapBytes(of: key)
+        if !hasRoom(forKeyBytes: heapBytes) {
+            var swept = false
+            // A long key may need the room of several entries.
+            while !hasRoom(forKeyBytes: heapBytes) {
+                let victim = tail
+                if victim >= 0, values[Int(victim)].isIdle(at: now) {
+                    _ = remove(entry: victim)
+                    counters.expired &+= 1
+                } else if victim >= 0, whenFull == .evictLeastRecentlyUsed {
+                    evicted.append(remove(entry: victim))
+                    counters.evicted &+= 1
+                } else if !swept {
+                    swept = true
+                    _ = sweep(now: now, maxEntries: 32)
+                } else {
                     counters.refused &+= 1
                     throw .tableBusy(capacity: capacity)
                 }
             }
             position = probe(key, hash: hash).position
         }
+        keyHeapBytes += heapBytes
         let entry = Int32(keys.count)
         keys.append(key)
         values.append(value)
@@ -422,7 +467,57 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         }
         hashes.removeLast()
         links.removeLast()
-        return (keys.removeLast(), values.removeLast())
+        let removed = (keys.removeLast(), values.removeLast())
+        keyHeapBytes -= Self.heapBytes(of: removed.0)
+        return removed
+    }
+
+    /// Whether one more entry whose key owns `keyBytes` heap bytes fits.
+    @inlinable
+    func hasRoom(forKeyBytes keyBytes: Int) -> Bool {
+        guard keys.count < capacity else { return false }
+        guard let byteLimit else { return true }
+        return bytesUsed + entryBytes + keyBytes <= byteLimit
+    }
+
+    // MARK: - Side state
+
+    /// Charges `bytes` of side state (a held request, a timer, a waiting caller) to the budget.
+    /// When the budget is spent, idle entries are dropped to make room; live keys are never
+    /// evicted for side state.
+    ///
+    /// - Returns: whether the charge was taken; `false` means the caller must refuse the work
+    ///   (and not call ``release(bytes:)``). Without a byte limit, at most
+    ///   ``chargeLimit(capacity:)`` charges are held at once.
+    @inlinable
+    public mutating func charge(bytes: Int, now: Instant) -> Bool {
+        if fitsCharge(bytes) || (sweep(now: now, maxEntries: 32) > 0 && fitsCharge(bytes)) {
+            chargedBytes += bytes
+            chargeCount += 1
+            return true
+        }
+        counters.refusedCharges &+= 1
+        return false
+    }
+
+    /// How many side-state charges a budget without a byte limit holds at once: 16 per key of
+    /// capacity (a request in flight and a few callers waiting for it), and at least 64.
+    @inlinable
+    public static func chargeLimit(capacity: Int) -> Int {
+        Swift.max(64, capacity.multipliedReportingOverflow(by: 16).overflow ? Int.max : capacity * 16)
+    }
+
+    /// Returns a charge taken with ``charge(bytes:now:)``.
+    @inlinable
+    public mutating func release(bytes: Int) {
+        chargedBytes -= bytes
+        chargeCount -= 1
+    }
+
+    @inlinable
+    func fitsCharge(_ bytes: Int) -> Bool {
+        guard let byteLimit else { return chargeCount < Self.chargeLimit(capacity: capacity) }
+        return bytesUsed + bytes <= byteLimit
     }
 
     /// Examines up to `maxEntries` entries, continuing where the last sweep stopped, and drops the

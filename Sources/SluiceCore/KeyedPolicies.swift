@@ -2,13 +2,13 @@
 public struct KeyedDecision: Hashable, Sendable {
     /// The decision for the event.
     public var decision: Decision
-    /// A *different* key's held event that was evicted with its state to make room: it will never
-    /// run, and the runtime replies to it as dropped.
-    public var evictedPending: EventToken?
+    /// Held events of *other* keys that were evicted with their state to make room: they will
+    /// never run, and the runtime replies to them as dropped.
+    public var evictedPending: [EventToken]
 
     /// Creates a keyed decision.
     @inlinable
-    public init(decision: Decision, evictedPending: EventToken? = nil) {
+    public init(decision: Decision, evictedPending: [EventToken] = []) {
         self.decision = decision
         self.evictedPending = evictedPending
     }
@@ -53,12 +53,14 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState> {
     }
 
     /// Decides what happens to the event `token` for `key` at `now`.
+    ///
+    /// - Throws: ``SluiceError/Code/tableBusy`` only when the key alone is larger than what the
+    ///   budget leaves (an evicting table otherwise makes room).
     @inlinable
-    public mutating func event(_ token: EventToken, key: Key, now: Instant) -> KeyedDecision {
-        // An evicting table never refuses.
-        let slot = try! table.lookup(key, now: now, orInsert: State())
+    public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
+        let slot = try table.lookup(key, now: now, orInsert: State())
         let decision = table[slot.index].event(token, now: now, options: options)
-        return KeyedDecision(decision: decision, evictedPending: slot.evicted?.value.pending)
+        return KeyedDecision(decision: decision, evictedPending: slot.evicted.compactMap { $0.value.pending })
     }
 
     /// Delivers the timer requested for `key`.
@@ -91,9 +93,12 @@ public struct RateLimitTable<Key: Hashable> {
     }
 
     /// Decides whether `quantity` events for `key` at `now` are allowed, consuming them if so.
+    ///
+    /// - Throws: ``SluiceError/Code/tableBusy`` only when the key alone is larger than what the
+    ///   budget leaves (an evicting table otherwise makes room).
     @inlinable
-    public mutating func check(key: Key, now: Instant, quantity: Int = 1) -> RateLimitDecision {
-        let slot = try! table.lookup(key, now: now, orInsert: RateLimitState())
+    public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
+        let slot = try table.lookup(key, now: now, orInsert: RateLimitState())
         return table[slot.index].check(now: now, options: options, quantity: quantity)
     }
 
@@ -103,4 +108,22 @@ public struct RateLimitTable<Key: Hashable> {
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         table.sweep(now: now, maxEntries: maxEntries)
     }
+}
+
+/// A per-key counter that a plugin keeps in its shard (how many taps of a key ran, …). A count
+/// is never idle: a table of them evicts the least recently used key when its budget is spent,
+/// and that key counts from zero again.
+public struct TallyState: KeyedState, Hashable, Sendable {
+    /// The count.
+    public var count: Int
+
+    /// A count of zero.
+    @inlinable
+    public init() {
+        count = 0
+    }
+
+    /// A count is always live.
+    @inlinable
+    public func isIdle(at now: Instant) -> Bool { false }
 }

@@ -21,3 +21,14 @@ extension Instant {
     @usableFromInline
     static let noneNanos: Int64 = .min
 }
+
+extension String {
+    /// The heap bytes this string owns: none when its UTF-8 fits inline (15 bytes or fewer on
+    /// 64-bit platforms), else its storage object (a 32-byte header, the bytes and a NUL) as the
+    /// allocator rounds it, to 16 bytes.
+    @inlinable
+    public var heapByteEstimate: Int {
+        let count = utf8.count
+        return count <= 15 ? 0 : (32 + count + 1 + 15) & ~15
+    }
+}

@@ -13,7 +13,7 @@ struct Expiring: KeyedState, Hashable, Sendable {
         var table = try KeyTable<String, Expiring>(capacity: 100, whenFull: .evictLeastRecentlyUsed)
         for n in 0..<100 {
             let slot = try table.lookup("user:\(n)", now: .zero, orInsert: Expiring(value: n))
-            #expect(slot.evicted == nil)
+            #expect(slot.evicted.isEmpty)
         }
         #expect(table.count == 100)
         for n in 0..<100 {
@@ -33,7 +33,7 @@ struct Expiring: KeyedState, Hashable, Sendable {
         _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 0))  // touch a
         #expect(table.keysByRecency == ["a", "c", "b"])
         let slot = try table.lookup("d", now: .zero, orInsert: Expiring(value: 0))
-        #expect(slot.evicted?.key == "b")
+        #expect(slot.evicted.first?.key == "b")
         #expect(table.keysByRecency == ["d", "a", "c"])
         #expect(table.stats.evicted == 1)
         #expect(table.count == 3)
@@ -114,11 +114,11 @@ struct Expiring: KeyedState, Hashable, Sendable {
     @Test func throttleTableReportsEvictedPendingEvents() throws {
         let options = try ThrottleOptions(interval: .seconds(1), leading: true, trailing: true)
         var table = try ThrottleTable<String>(options: options, budget: .entries(1))
-        #expect(table.event(EventToken(1), key: "a", now: .zero).decision == .run)
-        #expect(table.event(EventToken(2), key: "a", now: .ms(10)).decision == .hold(schedule: .ms(1_000), superseded: nil))
-        let other = table.event(EventToken(3), key: "b", now: .ms(20))
+        #expect(try table.event(EventToken(1), key: "a", now: .zero).decision == .run)
+        #expect(try table.event(EventToken(2), key: "a", now: .ms(10)).decision == .hold(schedule: .ms(1_000), superseded: nil))
+        let other = try table.event(EventToken(3), key: "b", now: .ms(20))
         #expect(other.decision == .run)
-        #expect(other.evictedPending == EventToken(2))
+        #expect(other.evictedPending == [EventToken(2)])
         #expect(table.fire(key: "a", now: .ms(1_000)) == FireDecision.none)
     }
 }

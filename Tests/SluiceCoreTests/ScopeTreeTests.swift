@@ -3,14 +3,14 @@ import Testing
 
 @Suite struct ScopeTreeTests {
     @Test func cancelByIDCoversTheSubtreeOnly() throws {
-        var tree = ScopeTree<String>()
+        var tree = ScopeTree<String, String>()
         let connA = try tree.openScope(in: tree.root)
         let connB = try tree.openScope(in: tree.root)
         let keyA = try tree.openScope(in: connA)
-        let search1 = try tree.register(id: "search", in: connA)
-        let search2 = try tree.register(id: "search", in: keyA)
-        let other = try tree.register(id: "upload", in: keyA)
-        let searchB = try tree.register(id: "search", in: connB)
+        let search1 = try tree.register(id: "search", key: "k", in: connA)
+        let search2 = try tree.register(id: "search", key: "k", in: keyA)
+        let other = try tree.register(id: "upload", key: "k", in: keyA)
+        let searchB = try tree.register(id: "search", key: "k", in: connB)
         for token in [search1, search2, other, searchB] { #expect(start(&tree, token)) }
         #expect(tree.cancel(id: "search", in: connA) == [search1, search2])
         #expect(tree.isCancelled(search1) && tree.isCancelled(search2))
@@ -21,9 +21,9 @@ import Testing
     }
 
     @Test func cancelBeforeStartWins() throws {
-        var tree = ScopeTree<Int>()
+        var tree = ScopeTree<String, Int>()
         let scope = try tree.openScope(in: tree.root)
-        let token = try tree.register(id: 7, in: scope)
+        let token = try tree.register(id: 7, key: "k", in: scope)
         #expect(tree.state(of: token) == .pending)
         #expect(tree.cancel(id: 7, in: scope) == [token])
         #expect(!start(&tree, token))
@@ -33,20 +33,20 @@ import Testing
     }
 
     @Test func closingAScopeCancelsItsDescendants() throws {
-        var tree = ScopeTree<String>()
+        var tree = ScopeTree<String, String>()
         let connection = try tree.openScope(in: tree.root)
         let key = try tree.openScope(in: connection)
         let paymentScope = try tree.openScope(in: tree.root)  // payments live in the key's server-level scope
-        let a = try tree.register(id: "echo", in: connection)
-        let b = try tree.register(id: "search", in: key)
-        let payment = try tree.register(id: "pay", in: paymentScope)
+        let a = try tree.register(id: "echo", key: "k", in: connection)
+        let b = try tree.register(id: "search", key: "k", in: key)
+        let payment = try tree.register(id: "pay", key: "k", in: paymentScope)
         #expect(start(&tree, a))
         #expect(tree.close(connection) == [a, b])
         #expect(!tree.isOpen(connection) && !tree.isOpen(key))
         #expect(tree.isOpen(paymentScope))
         #expect(tree.state(of: payment) == .pending)
         #expect(!start(&tree, b))
-        #expect(throws: SluiceError.self) { _ = try tree.register(id: "echo", in: key) }
+        #expect(throws: SluiceError.self) { _ = try tree.register(id: "echo", key: "k", in: key) }
         #expect(throws: SluiceError.self) { _ = try tree.openScope(in: connection) }
         #expect(tree.close(connection) == [])
         tree.finished(a)
@@ -56,8 +56,8 @@ import Testing
     }
 
     @Test func finishedEffectsAreNotCancelled() throws {
-        var tree = ScopeTree<String>()
-        let token = try tree.register(id: "x", in: tree.root)
+        var tree = ScopeTree<String, String>()
+        let token = try tree.register(id: "x", key: "k", in: tree.root)
         #expect(start(&tree, token))
         tree.finished(token)
         #expect(tree.cancel(id: "x", in: tree.root) == [])
@@ -140,6 +140,6 @@ import Testing
 }
 
 /// `tree.start(token)` outside `#expect` (the macro cannot capture a mutating call).
-func start<ID>(_ tree: inout ScopeTree<ID>, _ token: EffectToken) -> Bool {
+func start<Key, ID>(_ tree: inout ScopeTree<Key, ID>, _ token: EffectToken) -> Bool {
     tree.start(token)
 }

@@ -155,44 +155,71 @@ struct NaiveRateLimit {
 
     // MARK: - Single-flight and switch-latest
 
-    @Test func singleFlightMatchesHistory() async {
-        let ops = zip(Gen.int(in: 0...3), Gen.int(in: 0...2), Gen.int(in: 0...9)).array(of: 0...60)
+    @Test func singleFlightMatchesModel() async {
+        let ops = zip(Gen.int(in: 0...5), Gen.int(in: 0...2), Gen.int(in: 0...9)).array(of: 0...60)
         await propertyCheck(count: 300, input: ops) { ops in
             var real = SingleFlight<Int>()
-            var history: [(op: String, key: Int, token: UInt64)] = []
+            /// Per key: the leader, whether it still waits, and the joiners still waiting.
+            var model: [Int: (leader: UInt64, leaderWaits: Bool, joiners: [UInt64])] = [:]
+            var issued: [UInt64] = []
             var next: UInt64 = 1
-            /// Naive: the leader is the first begin for the key after its last complete/forget;
-            /// joiners are the begins after it.
-            func flight(_ key: Int) -> (leader: UInt64, joiners: [UInt64])? {
-                let events = history.filter { $0.key == key }
-                let start = (events.lastIndex { $0.op == "end" }).map { $0 + 1 } ?? 0
-                let begins = events[start...].filter { $0.op == "begin" }.map(\.token)
-                guard let leader = begins.first else { return nil }
-                return (leader, Array(begins.dropFirst()))
-            }
             for (kind, key, pick) in ops {
                 switch kind {
                 case 0, 1:
                     let token = EventToken(next)
+                    issued.append(next)
                     next += 1
-                    let want: SingleFlightDecision = flight(key).map { .join(leader: EventToken($0.leader)) } ?? .lead
-                    #expect(real.begin(token, key: key) == want)
-                    history.append(("begin", key, token.rawValue))
+                    if let flight = model[key] {
+                        #expect(real.begin(token, key: key) == .join(leader: EventToken(flight.leader)))
+                        model[key]?.joiners.append(token.rawValue)
+                    } else {
+                        #expect(real.begin(token, key: key) == .lead)
+                        model[key] = (token.rawValue, true, [])
+                    }
                 case 2:
                     // Complete with the real leader most of the time, a wrong token otherwise.
-                    let current = flight(key)
+                    let current = model[key]
                     let leader = pick < 7 ? (current?.leader ?? 999) : UInt64(pick + 1_000)
                     let want = current.map { $0.leader == leader ? $0.joiners.map(EventToken.init) : [] } ?? []
                     #expect(real.complete(key: key, leader: EventToken(leader)) == want)
-                    if let current, current.leader == leader { history.append(("end", key, 0)) }
-                default:
-                    let current = flight(key)
+                    if let current, current.leader == leader { model[key] = nil }
+                case 3:
+                    let current = model[key]
                     let got = real.forget(key: key)
                     #expect(got?.leader.rawValue == current?.leader)
                     #expect(got?.joiners.map(\.rawValue) == current?.joiners)
-                    history.append(("end", key, 0))
+                    model[key] = nil
+                default:
+                    // A waiter (or any issued token) leaves.
+                    guard !issued.isEmpty else { break }
+                    let token = issued[pick % issued.count]
+                    let got = real.leave(EventToken(token), key: key)
+                    guard var flight = model[key] else {
+                        #expect(got == .notWaiting)
+                        break
+                    }
+                    if flight.leader == token && flight.leaderWaits {
+                        flight.leaderWaits = false
+                    } else if let index = flight.joiners.firstIndex(of: token) {
+                        flight.joiners.remove(at: index)
+                    } else {
+                        #expect(got == .notWaiting)
+                        break
+                    }
+                    let remaining = flight.joiners.count + (flight.leaderWaits ? 1 : 0)
+                    if remaining == 0 {
+                        #expect(got == .abandoned(leader: EventToken(flight.leader)))
+                        model[key] = nil
+                    } else {
+                        #expect(got == .stillShared(remaining: remaining))
+                        model[key] = flight
+                    }
                 }
-                #expect(real.count == (0...2).filter { flight($0) != nil }.count)
+                #expect(real.count == model.count)
+                for key in 0...2 {
+                    let flight = model[key]
+                    #expect(real.waiterCount(for: key) == (flight.map { $0.joiners.count + ($0.leaderWaits ? 1 : 0) } ?? 0))
+                }
             }
         }
     }

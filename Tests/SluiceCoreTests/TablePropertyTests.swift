@@ -44,8 +44,9 @@ import Testing
                     do {
                         let slot = try real.lookup(key, now: instant, orInsert: fresh)
                         #expect(!wantThrow)
-                        #expect(slot.evicted?.key == wantEvicted?.key)
-                        #expect(slot.evicted?.value == wantEvicted?.value)
+                        #expect(slot.evicted.first?.key == wantEvicted?.key)
+                        #expect(slot.evicted.first?.value == wantEvicted?.value)
+                        #expect(slot.evicted.count <= 1)
                         #expect(real.key(at: slot.index) == key)
                     } catch let error as SluiceError {
                         #expect(wantThrow)
@@ -79,15 +80,15 @@ import Testing
     }
 
     /// ScopeTree against a naive model: a parent array and a flat list of effects; "in the subtree"
-    /// is decided by walking parents.
+    /// is decided by walking parents, "under a key" by comparing keys.
     @Test func scopeTreeMatchesNaiveModel() async {
-        // (kind, pick, id)
-        let ops = zip(Gen.int(in: 0...9), Gen.int(in: 0...15), Gen.int(in: 0...2)).array(of: 0...80)
+        // (kind, pick, id); the key of a registration is `pick % 3`.
+        let ops = zip(Gen.int(in: 0...11), Gen.int(in: 0...15), Gen.int(in: 0...2)).array(of: 0...80)
         await propertyCheck(count: 300, input: ops) { ops in
-            var real = ScopeTree<Int>()
+            var real = ScopeTree<Int, Int>()
             var parents: [Int?] = [nil]  // scope i's parent; index == ScopeID.rawValue
             var open: [Bool] = [true]
-            var effects: [(scope: Int, id: Int, state: ScopeTree<Int>.EffectState, token: EffectToken)] = []
+            var effects: [(scope: Int, key: Int, id: Int, state: ScopeTree<Int, Int>.EffectState, token: EffectToken)] = []
             func inSubtree(_ scope: Int, of root: Int) -> Bool {
                 var node: Int? = scope
                 while let n = node {
@@ -98,7 +99,8 @@ import Testing
             }
             for (kind, pick, id) in ops {
                 let scope = pick % parents.count
-                let scopeID = ScopeID(rawValue: UInt32(scope))
+                let scopeID = ScopeID(rawValue: UInt64(scope))
+                let key = pick % 3
                 switch kind {
                 case 0, 1:
                     let made = try? real.openScope(in: scopeID)
@@ -109,9 +111,9 @@ import Testing
                         open.append(true)
                     }
                 case 2, 3:
-                    let token = try? real.register(id: id, in: scopeID)
+                    let token = try? real.register(id: id, key: key, in: scopeID)
                     #expect((token != nil) == open[scope])
-                    if let token { effects.append((scope, id, .pending, token)) }
+                    if let token { effects.append((scope, key, id, .pending, token)) }
                 case 4 where !effects.isEmpty:
                     let i = pick % effects.count
                     let want = effects[i].state == .pending
@@ -119,7 +121,7 @@ import Testing
                     if want { effects[i].state = .running }
                 case 5, 6:
                     var want: [EffectToken] = []
-                    for i in effects.indices where effects[i].id == id && effects[i].state != .cancelled && inSubtree(effects[i].scope, of: scope) {
+                    for i in effects.indices where effects[i].id == id && effects[i].state != .cancelled && open[effects[i].scope] && inSubtree(effects[i].scope, of: scope) {
                         effects[i].state = .cancelled
                         want.append(effects[i].token)
                     }
@@ -127,7 +129,7 @@ import Testing
                 case 7:
                     var want: [EffectToken] = []
                     if open[scope] {
-                        for i in effects.indices where effects[i].state != .cancelled && inSubtree(effects[i].scope, of: scope) {
+                        for i in effects.indices where effects[i].state != .cancelled && open[effects[i].scope] && inSubtree(effects[i].scope, of: scope) {
                             effects[i].state = .cancelled
                             want.append(effects[i].token)
                         }
@@ -138,12 +140,24 @@ import Testing
                     let i = pick % effects.count
                     real.finished(effects[i].token)
                     effects.remove(at: i)
+                case 9, 10:
+                    // By key, across scopes (closed ones too); every ID when `id` is 2.
+                    let wanted: Int? = id == 2 ? nil : id
+                    var want: [EffectToken] = []
+                    for i in effects.indices where effects[i].key == key && effects[i].state != .cancelled && (wanted == nil || effects[i].id == wanted) {
+                        effects[i].state = .cancelled
+                        want.append(effects[i].token)
+                    }
+                    #expect(real.cancel(id: wanted, key: key) == want)
                 default:
                     break
                 }
                 for effect in effects {
                     #expect(real.state(of: effect.token) == effect.state)
                     #expect(real.isCancelled(effect.token) == (effect.state == .cancelled))
+                }
+                for key in 0..<3 {
+                    #expect(real.effects(forKey: key) == effects.filter { $0.key == key }.map(\.token))
                 }
                 #expect(real.effectCount == effects.count)
                 #expect(real.scopeCount == open.filter { $0 }.count)
