@@ -50,6 +50,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// it fires (an `event_active` from inside a callback would run in the same pass).
     private let yieldEvent: OpaquePointer
     private let queue: Mutex<JobQueue>
+    /// Executor jobs that arrived after the loop stopped (see ``enqueue(_:)``).
+    private let orphans = Mutex(OrphanQueue())
     private let threadBox = Mutex<pthread_t?>(nil)
     private let stopped = Atomic<Bool>(false)
 
@@ -156,8 +158,39 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     // MARK: - Executors
 
+    /// Runs `job` on the loop thread. After the loop has stopped, a job still arriving (a task
+    /// that prefers this loop, resumed late: a cancelled effect unwinding after a shutdown) is
+    /// run at once on the enqueuing thread, serially with any other such job and with this loop
+    /// as the thread's loop, rather than dropped (a task that never resumes) or trapping. Timers
+    /// it arms never fire: the event base is gone.
     public func enqueue(_ job: consuming ExecutorJob) {
-        submit(.job(UnownedJob(job)))
+        let job = UnownedJob(job)
+        if !enqueueIfAccepting(.job(job)) {
+            runOrphan(job)
+        }
+    }
+
+    private func runOrphan(_ job: UnownedJob) {
+        let mustDrain = orphans.withLock { orphans -> Bool in
+            orphans.jobs.append(job)
+            if orphans.draining { return false }
+            orphans.draining = true
+            return true
+        }
+        guard mustDrain else { return }
+        let previous = sluice_current_loop_get()
+        sluice_current_loop_set(Unmanaged.passUnretained(self).toOpaque())
+        defer { sluice_current_loop_set(previous) }
+        while let next = orphans.withLock({ orphans -> UnownedJob? in
+            if orphans.jobs.isEmpty {
+                orphans.draining = false
+                return nil
+            }
+            return orphans.jobs.removeFirst()
+        }) {
+            loopOnly.cachedNow = nil
+            next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        }
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -550,4 +583,10 @@ extension EventLoop {
     public static var currentThreadID: Int64 {
         sluice_current_thread_id()
     }
+}
+
+/// Executor jobs a stopped loop still has to run, and whether a thread is running them.
+private struct OrphanQueue {
+    var jobs: [UnownedJob] = []
+    var draining = false
 }

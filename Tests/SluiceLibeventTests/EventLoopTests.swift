@@ -182,6 +182,25 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         loop.shutdownGracefully()
     }
 
+    /// A task that prefers a loop and resumes after the loop stopped (an effect unwinding after
+    /// a shutdown) runs to its end, with the loop as its thread's loop, instead of trapping.
+    @Test func aTaskResumedAfterItsLoopStoppedRunsToItsEnd() async throws {
+        let loop = try EventLoop(name: "orphan")
+        let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let task = Task(executorPreference: loop) { () -> (Bool, Bool) in
+            await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } }
+            // A timer armed now never fires: the base is gone; arming must not crash.
+            loop.schedule(after: .milliseconds(1)) {}
+            return (loop.inEventLoop, loop.isShutDown)
+        }
+        while parked.withLock({ $0 == nil }) { await Task.yield() }
+        loop.shutdownGracefully()
+        parked.withLock { $0 }?.resume()
+        let (onLoop, stopped) = await task.value
+        #expect(onLoop)
+        #expect(stopped)
+    }
+
     @Test func nowIsCachedWithinAnIteration() async throws {
         let loop = try EventLoop(name: "now")
         defer { loop.shutdownGracefully() }
