@@ -2,7 +2,7 @@
 #define SLUICE_CLIBEVENT_SHIM_H
 
 // event2/event-config.h defines _GNU_SOURCE; the system headers must come first or the module
-// fails to build with an fd_set mismatch (DESIGN §7).
+// fails to build with an fd_set mismatch.
 #include <sys/types.h>
 #include <sys/time.h>
 #include <sys/select.h>

@@ -52,32 +52,55 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
 
     @usableFromInline
     struct Scope {
-        var parent: ScopeID?
-        var firstChild: ScopeID?
-        var previousSibling: ScopeID?
-        var nextSibling: ScopeID?
-        var firstEffect: EffectToken?
-        let removeWhenEmpty: Bool
+        @usableFromInline var parent: ScopeID?
+        @usableFromInline var firstChild: ScopeID?
+        @usableFromInline var previousSibling: ScopeID?
+        @usableFromInline var nextSibling: ScopeID?
+        @usableFromInline var firstEffect: EffectToken?
+        @usableFromInline let removeWhenEmpty: Bool
 
+        @inlinable
+        init(removeWhenEmpty: Bool) {
+            self.removeWhenEmpty = removeWhenEmpty
+        }
+
+        @inlinable
         var isEmpty: Bool { firstChild == nil && firstEffect == nil }
     }
 
     @usableFromInline
     struct Effect {
         /// `nil` once its scope has been closed.
-        var scope: ScopeID?
-        let key: Key
-        let id: EffectID
-        var state: EffectState
-        let tag: UInt32
-        var previousInScope: EffectToken?
-        var nextInScope: EffectToken?
-        var previousForKey: EffectToken?
-        var nextForKey: EffectToken?
+        @usableFromInline var scope: ScopeID?
+        @usableFromInline let key: Key
+        @usableFromInline let id: EffectID
+        @usableFromInline var state: EffectState
+        @usableFromInline let tag: UInt32
+        @usableFromInline var previousInScope: EffectToken?
+        @usableFromInline var nextInScope: EffectToken?
+        @usableFromInline var previousForKey: EffectToken?
+        @usableFromInline var nextForKey: EffectToken?
+
+        @inlinable
+        init(
+            scope: ScopeID?, key: Key, id: EffectID, state: EffectState, tag: UInt32,
+            previousInScope: EffectToken?, nextInScope: EffectToken?,
+            previousForKey: EffectToken?, nextForKey: EffectToken?
+        ) {
+            self.scope = scope
+            self.key = key
+            self.id = id
+            self.state = state
+            self.tag = tag
+            self.previousInScope = previousInScope
+            self.nextInScope = nextInScope
+            self.previousForKey = previousForKey
+            self.nextForKey = nextForKey
+        }
     }
 
-    @usableFromInline var scopes: [ScopeID: Scope]
-    @usableFromInline var effects: [EffectToken: Effect] = [:]
+    @usableFromInline var scopes = SlotTable<ScopeID, Scope>()
+    @usableFromInline var effects = SlotTable<EffectToken, Effect>()
     @usableFromInline var keyHeads: [Key: EffectToken] = [:]
     @usableFromInline var nextScope: UInt64 = 1
     @usableFromInline var nextToken: UInt64 = 1
@@ -86,13 +109,15 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     public let root = ScopeID(rawValue: 0)
 
     /// A tree holding only the root scope.
+    @inlinable
     public init() {
-        scopes = [ScopeID(rawValue: 0): Scope(removeWhenEmpty: false)]
+        scopes.set(Scope(removeWhenEmpty: false), for: ScopeID(rawValue: 0))
     }
 
     /// Whether `scope` is open.
+    @inlinable
     public func isOpen(_ scope: ScopeID) -> Bool {
-        scopes[scope] != nil
+        scopes.contains(scope)
     }
 
     /// The number of open scopes.
@@ -102,31 +127,37 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     public var effectCount: Int { effects.count }
 
     /// The state of an effect, or `nil` once it has finished (or was never registered).
+    @inlinable
     public func state(of token: EffectToken) -> EffectState? {
         effects[token]?.state
     }
 
     /// Whether the effect has been cancelled (and has not yet finished).
+    @inlinable
     public func isCancelled(_ token: EffectToken) -> Bool {
         effects[token]?.state == .cancelled
     }
 
     /// The tag given when the effect was registered.
+    @inlinable
     public func tag(of token: EffectToken) -> UInt32? {
         effects[token]?.tag
     }
 
     /// The key the effect was registered under.
+    @inlinable
     public func key(of token: EffectToken) -> Key? {
         effects[token]?.key
     }
 
     /// The effect's ID.
+    @inlinable
     public func id(of token: EffectToken) -> EffectID? {
         effects[token]?.id
     }
 
     /// The scope the effect is registered in, or `nil` once that scope has been closed.
+    @inlinable
     public func scope(of token: EffectToken) -> ScopeID? {
         effects[token]?.scope
     }
@@ -137,22 +168,24 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     ///   child scope (reported through ``finished(_:removedScope:)``): for scopes that mirror
     ///   something living elsewhere and can be opened again when needed.
     /// - Throws: ``SluiceError/Code/unknownScope`` if `parent` is closed.
+    @inlinable
     public mutating func openScope(in parent: ScopeID, removeWhenEmpty: Bool = false) throws(SluiceError) -> ScopeID {
-        guard scopes[parent] != nil else { throw Self.unknown(parent) }
+        guard scopes.contains(parent) else { throw Self.unknown(parent) }
         let scope = ScopeID(rawValue: nextScope)
         nextScope &+= 1
         var node = Scope(removeWhenEmpty: removeWhenEmpty)
         node.parent = parent
         node.nextSibling = scopes[parent]?.firstChild
-        if let sibling = node.nextSibling { scopes[sibling]?.previousSibling = scope }
-        scopes[parent]?.firstChild = scope
-        scopes[scope] = node
+        if let sibling = node.nextSibling { scopes.update(sibling) { $0.previousSibling = scope } }
+        scopes.update(parent) { $0.firstChild = scope }
+        scopes.set(node, for: scope)
         return scope
     }
 
     /// Registers a pending effect under `id` and `key` in `scope`, numbered by the tree.
     ///
     /// - Throws: ``SluiceError/Code/unknownScope`` if `scope` is closed.
+    @inlinable
     public mutating func register(id: EffectID, key: Key, in scope: ScopeID, tag: UInt32 = 0) throws(SluiceError) -> EffectToken {
         let token = EffectToken(rawValue: nextToken)
         try register(token, id: id, key: key, in: scope, tag: tag)
@@ -164,26 +197,30 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// not yet finished).
     ///
     /// - Throws: ``SluiceError/Code/unknownScope`` if `scope` is closed.
+    @inlinable
     public mutating func register(_ token: EffectToken, id: EffectID, key: Key, in scope: ScopeID, tag: UInt32 = 0) throws(SluiceError) {
         guard let node = scopes[scope] else { throw Self.unknown(scope) }
-        precondition(effects[token] == nil, "ScopeTree.register: \(token) is already registered")
+        precondition(!effects.contains(token), "ScopeTree.register: \(token) is already registered")
         let nextForKey = keyHeads.updateValue(token, forKey: key)
-        if let nextForKey { effects[nextForKey]?.previousForKey = token }
-        if let nextInScope = node.firstEffect { effects[nextInScope]?.previousInScope = token }
-        scopes[scope]?.firstEffect = token
-        effects[token] = Effect(
-            scope: scope, key: key, id: id, state: .pending, tag: tag,
-            previousInScope: nil, nextInScope: node.firstEffect,
-            previousForKey: nil, nextForKey: nextForKey)
+        if let nextForKey { effects.update(nextForKey) { $0.previousForKey = token } }
+        if let nextInScope = node.firstEffect { effects.update(nextInScope) { $0.previousInScope = token } }
+        scopes.update(scope) { $0.firstEffect = token }
+        effects.set(
+            Effect(
+                scope: scope, key: key, id: id, state: .pending, tag: tag,
+                previousInScope: nil, nextInScope: node.firstEffect,
+                previousForKey: nil, nextForKey: nextForKey),
+            for: token)
     }
 
     /// Called by the effect's task before it does anything.
     ///
     /// - Returns: `true` if the effect may run; `false` if it was cancelled before it started (or is
     ///   unknown): the task must not run it, and still reports ``finished(_:removedScope:)``.
+    @inlinable
     public mutating func start(_ token: EffectToken) -> Bool {
         guard effects[token]?.state == .pending else { return false }
-        effects[token]?.state = .running
+        effects.update(token) { $0.state = .running }
         return true
     }
 
@@ -191,11 +228,13 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     ///
     /// - Returns: the effects cancelled by this call (pending and running), in token order.
     ///   Pending ones will refuse to ``start(_:)``; running ones need their task cancelled.
+    @inlinable
     public mutating func cancel(id: EffectID, in scope: ScopeID) -> [EffectToken] {
         cancel(in: scope) { $0.id == id }
     }
 
     /// Cancels every effect in `scope` and below, whatever its ID; the scopes stay open.
+    @inlinable
     public mutating func cancelAll(in scope: ScopeID) -> [EffectToken] {
         cancel(in: scope) { _ in true }
     }
@@ -204,13 +243,14 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// whatever scope they live.
     ///
     /// - Returns: the effects cancelled by this call, in token order.
+    @inlinable
     public mutating func cancel(id: EffectID?, key: Key) -> [EffectToken] {
         var cancelled: [EffectToken] = []
         var cursor = keyHeads[key]
         while let token = cursor, let effect = effects[token] {
             cursor = effect.nextForKey
             if effect.state != .cancelled, id == nil || effect.id == id {
-                effects[token]?.state = .cancelled
+                effects.update(token) { $0.state = .cancelled }
                 cancelled.append(token)
             }
         }
@@ -218,6 +258,7 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     }
 
     /// The effects registered under `key` and not yet finished, in token order.
+    @inlinable
     public func effects(forKey key: Key) -> [EffectToken] {
         var tokens: [EffectToken] = []
         var cursor = keyHeads[key]
@@ -235,6 +276,7 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// - Parameter removedScope: called for every scope that closes, `scope` and its descendants
     ///   first, then ancestors that closed by themselves because they became empty.
     /// - Returns: the effects cancelled by this call, in token order.
+    @inlinable
     public mutating func close(_ scope: ScopeID, removedScope: (ScopeID) -> Void = { _ in }) -> [EffectToken] {
         guard let node = scopes[scope] else { return [] }
         let doomed = subtree(of: scope)
@@ -244,17 +286,19 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
             while let token = cursor, let effect = effects[token] {
                 cursor = effect.nextInScope
                 if effect.state != .cancelled {
-                    effects[token]?.state = .cancelled
+                    effects.update(token) { $0.state = .cancelled }
                     cancelled.append(token)
                 }
-                effects[token]?.scope = nil
-                effects[token]?.previousInScope = nil
-                effects[token]?.nextInScope = nil
+                effects.update(token) { effect in
+                    effect.scope = nil
+                    effect.previousInScope = nil
+                    effect.nextInScope = nil
+                }
             }
         }
         unlinkChild(scope, node)
         for member in doomed {
-            scopes[member] = nil
+            scopes.remove(member)
             removedScope(member)
         }
         if let parent = node.parent { removeIfEmpty(parent, removedScope) }
@@ -265,32 +309,34 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     ///
     /// - Parameter removedScope: called for each scope that closed by itself because this was
     ///   its last effect (scopes opened with `removeWhenEmpty`).
+    @inlinable
     public mutating func finished(_ token: EffectToken, removedScope: (ScopeID) -> Void = { _ in }) {
-        guard let effect = effects.removeValue(forKey: token) else { return }
+        guard let effect = effects.remove(token) else { return }
         if let previous = effect.previousForKey {
-            effects[previous]?.nextForKey = effect.nextForKey
+            effects.update(previous) { $0.nextForKey = effect.nextForKey }
         } else if let next = effect.nextForKey {
             keyHeads[effect.key] = next
         } else {
             keyHeads[effect.key] = nil
         }
-        if let next = effect.nextForKey { effects[next]?.previousForKey = effect.previousForKey }
+        if let next = effect.nextForKey { effects.update(next) { $0.previousForKey = effect.previousForKey } }
         guard let scope = effect.scope else { return }
         if let previous = effect.previousInScope {
-            effects[previous]?.nextInScope = effect.nextInScope
+            effects.update(previous) { $0.nextInScope = effect.nextInScope }
         } else {
-            scopes[scope]?.firstEffect = effect.nextInScope
+            scopes.update(scope) { $0.firstEffect = effect.nextInScope }
         }
-        if let next = effect.nextInScope { effects[next]?.previousInScope = effect.previousInScope }
+        if let next = effect.nextInScope { effects.update(next) { $0.previousInScope = effect.previousInScope } }
         removeIfEmpty(scope, removedScope)
     }
 
     // MARK: - Walking
 
     /// `scope` and every scope below it.
+    @usableFromInline
     func subtree(of scope: ScopeID) -> [ScopeID] {
         // Iterative depth-first walk (a deep tree must not overflow the stack).
-        guard scopes[scope] != nil else { return [] }
+        guard scopes.contains(scope) else { return [] }
         var visited: [ScopeID] = []
         var stack = [scope]
         while let node = stack.popLast() {
@@ -304,14 +350,15 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
         return visited
     }
 
-    private mutating func cancel(in scope: ScopeID, where matches: (Effect) -> Bool) -> [EffectToken] {
+    @usableFromInline
+    mutating func cancel(in scope: ScopeID, where matches: (Effect) -> Bool) -> [EffectToken] {
         var cancelled: [EffectToken] = []
         for member in subtree(of: scope) {
             var cursor = scopes[member]?.firstEffect
             while let token = cursor, let effect = effects[token] {
                 cursor = effect.nextInScope
                 if effect.state != .cancelled, matches(effect) {
-                    effects[token]?.state = .cancelled
+                    effects.update(token) { $0.state = .cancelled }
                     cancelled.append(token)
                 }
             }
@@ -319,27 +366,30 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
         return cancelled.sorted { $0.rawValue < $1.rawValue }
     }
 
-    private mutating func unlinkChild(_ scope: ScopeID, _ node: Scope) {
+    @usableFromInline
+    mutating func unlinkChild(_ scope: ScopeID, _ node: Scope) {
         if let previous = node.previousSibling {
-            scopes[previous]?.nextSibling = node.nextSibling
+            scopes.update(previous) { $0.nextSibling = node.nextSibling }
         } else if let parent = node.parent {
-            scopes[parent]?.firstChild = node.nextSibling
+            scopes.update(parent) { $0.firstChild = node.nextSibling }
         }
-        if let next = node.nextSibling { scopes[next]?.previousSibling = node.previousSibling }
+        if let next = node.nextSibling { scopes.update(next) { $0.previousSibling = node.previousSibling } }
     }
 
     /// Closes `scope` and then its ancestors while each is an empty `removeWhenEmpty` scope.
-    private mutating func removeIfEmpty(_ scope: ScopeID, _ removedScope: (ScopeID) -> Void) {
+    @usableFromInline
+    mutating func removeIfEmpty(_ scope: ScopeID, _ removedScope: (ScopeID) -> Void) {
         var current = scope
         while let node = scopes[current], node.removeWhenEmpty, node.isEmpty {
             unlinkChild(current, node)
-            scopes[current] = nil
+            scopes.remove(current)
             removedScope(current)
             guard let parent = node.parent else { return }
             current = parent
         }
     }
 
+    @usableFromInline
     static func unknown(_ scope: ScopeID) -> SluiceError {
         SluiceError(code: .unknownScope, message: "The scope is closed or was never opened.", value: scope.description)
     }

@@ -1,6 +1,6 @@
 /// The per-key state of a debounce: run once the key has been quiet for `quiet`.
 ///
-/// Semantics (DESIGN §3, lodash's `debounce` options):
+/// Semantics (lodash's `debounce` options):
 ///
 /// - A *burst* starts with an event while no burst is active and lasts until `quiet` passes with no
 ///   newer event. Every event restarts the quiet period.

@@ -41,7 +41,7 @@ public enum IdempotencyLease: Hashable, Sendable {
 
 /// The record for one idempotency key: absent → in flight → completed → expired.
 ///
-/// Semantics (DESIGN §3): same key and fingerprint while in flight → join (or reject: 409);
+/// Semantics: same key and fingerprint while in flight → join (or reject: 409);
 /// completed → replay the stored result; a different fingerprint → mismatch (422); a lease that
 /// ran out may be taken over; a cancelled execution releases the record; an error result is stored
 /// and replayed (`cacheErrors`) or releases the record.

@@ -56,7 +56,7 @@ public struct KeyTableStats: Hashable, Sendable {
 }
 
 /// A hash table from full keys to small per-key states, with a fixed capacity, an intrusive
-/// least-recently-used list and lazy plus incremental expiry (DESIGN §4).
+/// least-recently-used list and lazy plus incremental expiry.
 ///
 /// Layout (struct of arrays, all indices `Int32`): `keys`, `values`, a 32-bit hash per entry and
 /// LRU links (`prev`, `next`) live in dense arrays reserved at full capacity up front (pages are only

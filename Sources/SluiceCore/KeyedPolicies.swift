@@ -102,6 +102,14 @@ public struct RateLimitTable<Key: Hashable> {
         return table[slot.index].check(now: now, options: options, quantity: quantity)
     }
 
+    /// Gives back `quantity` events a check of `key` allowed and that were then not used (see
+    /// ``RateLimitState/refund(quantity:now:options:)``).
+    @inlinable
+    public mutating func refund(key: Key, quantity: Int, now: Instant) {
+        guard let index = table.index(of: key) else { return }
+        table[index].refund(quantity: quantity, now: now, options: options)
+    }
+
     /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
     @inlinable
     @discardableResult
@@ -126,4 +134,15 @@ public struct TallyState: KeyedState, Hashable, Sendable {
     /// A count is always live.
     @inlinable
     public func isIdle(at now: Instant) -> Bool { false }
+}
+
+extension KeyTable where Value == TallyState {
+    /// Adds `amount` to `key`'s count (inserting the key at 0 first) and returns the new count;
+    /// 0 when the key alone is larger than what the budget leaves.
+    @inlinable
+    public mutating func incrementCount(of key: Key, by amount: Int, now: Instant) -> Int {
+        guard let slot = try? lookup(key, now: now, orInsert: TallyState()) else { return 0 }
+        values[Int(slot.index.raw)].count &+= amount
+        return values[Int(slot.index.raw)].count
+    }
 }

@@ -93,6 +93,20 @@ extension RateLimitState {
     }
 }
 
+extension RateLimitState {
+    /// Gives back `quantity` events that ``check(now:options:quantity:)`` allowed and that were
+    /// then not used (the runtime refused the work for another reason). GCRA's whole state is
+    /// one arrival time, so this undoes the check exactly: the key is as it was before it (or,
+    /// if it was idle then, idle again).
+    @inlinable
+    public mutating func refund(quantity: Int, now: Instant, options: RateLimitOptions) {
+        guard tat != Instant.noneNanos else { return }
+        let spent = options.emissionInterval.multipliedReportingOverflow(by: Int64(Swift.max(0, quantity)))
+        tat = tat.saturatingSubtract(spent.overflow ? Int64.max : spent.partialValue)
+        if tat <= now.nanoseconds { tat = Instant.noneNanos }
+    }
+}
+
 extension RateLimitState: KeyedState {
     /// True once the key has its full burst again (equivalent to a fresh key).
     @inlinable

@@ -1,6 +1,6 @@
 /// The per-key state of a throttle: at most one run per window of `interval`.
 ///
-/// Semantics (DESIGN §3, lodash's and Combine's options together):
+/// Semantics (lodash's and Combine's options together):
 ///
 /// - A *window* opens when an event runs at its leading edge, when a trailing run happens, or (trailing
 ///   only) when the first event arrives while no window is open. It lasts `interval`.

@@ -1,4 +1,5 @@
 import SluiceCore
+import PropertyBased
 import Testing
 
 @Suite struct RateLimitTests {
@@ -87,5 +88,33 @@ import Testing
         #expect(allowed == 21)
         #expect(limiter.check(now: .ms(10)).allowed)
         #expect(!limiter.check(now: .ms(10)).allowed)
+    }
+}
+
+@Suite struct RateLimitRefundTests {
+    /// A refund undoes an allowed check exactly: every later decision is the one the key would
+    /// have got had the check never happened.
+    @Test func aRefundUndoesAnAllowedCheck() async {
+        let ops = zip(Gen.int(in: 0...400), Gen.int(in: 1...3), Gen.bool).array(of: 1...40)
+        await propertyCheck(count: 300, input: ops) { ops in
+            let options = try! RateLimitOptions(count: 10, per: .seconds(1), burst: 3)
+            var real = RateLimitState()
+            var model = RateLimitState()
+            var t: Int64 = 0
+            for (gap, quantity, refund) in ops {
+                t += Int64(gap)
+                let now = Instant(milliseconds: t)
+                let decision = real.check(now: now, options: options, quantity: quantity)
+                if decision.allowed && refund {
+                    real.refund(quantity: quantity, now: now, options: options)
+                } else {
+                    #expect(model.check(now: now, options: options, quantity: quantity) == decision)
+                }
+                // Both agree on what a probe of one unit would get now.
+                var probeReal = real
+                var probeModel = model
+                #expect(probeReal.check(now: now, options: options, quantity: 1) == probeModel.check(now: now, options: options, quantity: 1))
+            }
+        }
     }
 }

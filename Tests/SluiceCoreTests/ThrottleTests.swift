@@ -34,7 +34,7 @@ import Testing
         #expect(outcome.dropped == c.dropped)
     }
 
-    /// DESIGN §3: an event at t runs iff nothing ran in (t − I, t]; otherwise retryAfter = lastRun + I − t.
+    /// The leading-throttle rule: an event at t runs iff nothing ran in (t − I, t]; otherwise retryAfter = lastRun + I − t.
     @Test func buttonTapRetryAfter() {
         var tap = Throttle(options: .buttonTap)
         #expect(tap.event(EventToken(1), now: .ms(1_000)) == .run)

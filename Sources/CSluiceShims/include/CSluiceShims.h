@@ -5,7 +5,7 @@
 
 /// The loop that owns the calling thread, or NULL. Kept in a C `_Thread_local` behind
 /// out-of-line functions: glibc marks `pthread_self()` `const`, so a Swift thread check built on
-/// it may be hoisted across an `await` and lie (DESIGN §7).
+/// it may be hoisted across an `await` and lie.
 void *_Nullable sluice_current_loop_get(void);
 
 /// Sets the loop that owns the calling thread (NULL to clear).
