@@ -60,9 +60,9 @@ private func withClosingServer(
 }
 
 /// Every line until the server closes, without the `big` filler.
-private func linesUntilClose(_ client: LineClient) -> [String] {
+private func linesUntilClose(_ client: LineClient) async -> [String] {
     var lines: [String] = []
-    while let line = try? client.readLine() {
+    while let line = try? await client.readLine() {
         if !line.hasPrefix("xxx") { lines.append(line) }
     }
     return lines
@@ -75,12 +75,12 @@ private func linesUntilClose(_ client: LineClient) -> [String] {
         try await withClosingServer { server, _ in
             let small = try LineClient(port: server.port)
             try small.send("close-after bye\nafter\n")
-            #expect(linesUntilClose(small) == ["bye"])
+            #expect(await linesUntilClose(small) == ["bye"])
             // 12 MB first: the socket takes part of the batch, the rest waits in the output.
             let large = try LineClient(port: server.port)
             try large.send("big\nclose-after bye\nafter\n")
             try await Task.sleep(for: .milliseconds(300))
-            #expect(linesUntilClose(large) == ["bye"])
+            #expect(await linesUntilClose(large) == ["bye"])
         }
     }
 

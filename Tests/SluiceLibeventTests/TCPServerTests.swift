@@ -64,7 +64,7 @@ private func withEchoServer(
         try await withEchoServer { server, _ in
             let client = try LineClient(port: server.port)
             try client.send("hello\r\nworld\n\nlast\n")
-            #expect(try client.readLines(4) == ["hello", "world", "", "last"])
+            #expect(try await client.readLines(4) == ["hello", "world", "", "last"])
         }
     }
 
@@ -75,7 +75,7 @@ private func withEchoServer(
                 try client.send("client \(index) a\nclient \(index) b\n")
             }
             for (index, client) in clients.enumerated() {
-                #expect(try client.readLines(2) == ["client \(index) a", "client \(index) b"])
+                #expect(try await client.readLines(2) == ["client \(index) a", "client \(index) b"])
             }
             #expect(await server.connectionCount() == 20)
             let opened = observations.opened.load(ordering: .relaxed)
@@ -87,13 +87,13 @@ private func withEchoServer(
         try await withEchoServer { server, _ in
             let client = try LineClient(port: server.port)
             try client.send("before\n")
-            #expect(try client.readLine() == "before")
+            #expect(try await client.readLine() == "before")
             // No LF yet: the error must come as soon as the line is known to be too long.
             try client.send([UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20))
-            #expect(try client.readLine() == "- ERR line-too-long")
+            #expect(try await client.readLine() == "- ERR line-too-long")
             // The rest of the long line is skipped up to its LF; the next line is echoed.
             try client.send(String(repeating: "y", count: 10_000) + "\nnext\n")
-            #expect(try client.readLine() == "next")
+            #expect(try await client.readLine() == "next")
         }
     }
 
@@ -101,7 +101,7 @@ private func withEchoServer(
         try await withEchoServer(configure: { $0.maximumLineLength = 4 }) { server, _ in
             let client = try LineClient(port: server.port)
             try client.send("1234\n12345\nok\n")
-            #expect(try client.readLines(3) == ["1234", "- ERR line-too-long", "ok"])
+            #expect(try await client.readLines(3) == ["1234", "- ERR line-too-long", "ok"])
         }
     }
 
@@ -141,7 +141,7 @@ private func withEchoServer(
             // Now drain: reading resumes below the low watermark and every echo arrives in order.
             var received = 0
             while received < lines {
-                let reply = try client.readLine()
+                let reply = try await client.readLine()
                 if reply != "\(received) \(line)" {
                     Issue.record("echo \(received) was \(reply.prefix(20))…")
                     break
@@ -157,8 +157,8 @@ private func withEchoServer(
         try await withEchoServer(configure: { $0.idleTimeout = .milliseconds(100) }) { server, observations in
             let client = try LineClient(port: server.port)
             try client.send("ping\n")
-            #expect(try client.readLine() == "ping")
-            #expect(try client.waitForClose())
+            #expect(try await client.readLine() == "ping")
+            #expect(try await client.waitForClose())
             #expect(observations.closeReasons.withLock { $0 } == [.idleTimeout])
         }
     }
@@ -168,7 +168,7 @@ private func withEchoServer(
             do {
                 let client = try LineClient(port: server.port)
                 try client.send("bye\n")
-                #expect(try client.readLine() == "bye")
+                #expect(try await client.readLine() == "bye")
             }
             // The client is gone; wait until the server has seen it.
             for _ in 0..<200 where await server.connectionCount() > 0 {

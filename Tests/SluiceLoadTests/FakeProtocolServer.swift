@@ -2,7 +2,7 @@ import SluiceCore
 import SluiceLibevent
 import Synchronization
 
-/// A tiny in-test server speaking sluice-echo's line protocol (issue 4) well enough for the
+/// A tiny in-test server speaking sluice-echo's line protocol well enough for the
 /// load tool: PING, ECHO, TAP (never throttles), PAY (idempotent per (key, idem): one charge,
 /// duplicates replayed), SEARCH (replied after a short delay, so replies overtake each other),
 /// STATS. A `Fault` makes it misbehave in one precise way, for checks that must fail.

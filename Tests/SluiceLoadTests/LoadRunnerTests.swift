@@ -4,8 +4,11 @@ import Testing
 
 @Suite("sluice-load against an in-test server", .serialized)
 struct LoadRunnerTests {
-    static func configuration(port: Int, _ arguments: [String]) throws -> LoadConfiguration {
-        try LoadOptions.parse(["--port", "\(port)", "--drain-timeout", "300ms"] + arguments).configuration()
+    /// A run against `port`. The drain ends as soon as every reply has come, so the timeout only
+    /// bounds a run that lost one: long enough for a machine busy with the other tests, unless
+    /// the test waits out a lost reply on purpose.
+    static func configuration(port: Int, drainTimeout: String = "10s", _ arguments: [String]) throws -> LoadConfiguration {
+        try LoadOptions.parse(["--port", "\(port)", "--drain-timeout", drainTimeout] + arguments).configuration()
     }
 
     @Test("a correct server passes every check; duplicates are replayed, charges = unique pairs")
@@ -49,7 +52,7 @@ struct LoadRunnerTests {
         let server = FakeProtocolServer(fault: .dropReply(50))
         try await withFakeServer(server) { port in
             let configuration = try Self.configuration(
-                port: port, ["--connections", "2", "--depth", "2", "--requests", "200", "--mix", "echo=1"])
+                port: port, drainTimeout: "300ms", ["--connections", "2", "--depth", "2", "--requests", "200", "--mix", "echo=1"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.outcome.missingReplies == 1)
@@ -110,14 +113,14 @@ struct LoadRunnerTests {
         }
         try await withFakeServer(nil) { port in
             let configuration = try Self.configuration(
-                port: port, ["--mix", "echo=1", "--connections", "1", "--requests", "10"])
+                port: port, drainTimeout: "300ms", ["--mix", "echo=1", "--connections", "1", "--requests", "10"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.outcome.unexpectedReplies == 10)
         }
         try await withFakeServer(nil, corruptRaw: true) { port in
             let configuration = try Self.configuration(
-                port: port, ["--verbatim-echo", "--connections", "1", "--requests", "10"])
+                port: port, drainTimeout: "300ms", ["--verbatim-echo", "--connections", "1", "--requests", "10"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.stats.count(.echo, .ok) == 0)

@@ -1,11 +1,16 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// A blocking TCP line client for tests: connect, send bytes, read LF-terminated lines with a
-/// timeout.
+/// A TCP line client for tests: connect, send bytes, read LF-terminated lines with a timeout.
+///
+/// Reads block a thread of their own, never the caller's: a test awaiting a reply must not hold
+/// one of Swift's cooperative threads (two on a two-core machine), which the other tests, and
+/// the replies they wait for, need.
 public final class LineClient: @unchecked Sendable {
     // @unchecked Sendable: `send` touches only the socket, which the kernel serialises; the
     // read buffer belongs to whichever single thread reads. Tests send from one thread while
@@ -39,7 +44,19 @@ public final class LineClient: @unchecked Sendable {
         self.socket = fd
     }
 
+    private var isOpen = true
+
     deinit {
+        if isOpen { Glibc.close(socket) }
+    }
+
+    /// Closes the connection with a reset (`SO_LINGER` 0), as a client that crashed or timed out
+    /// does: the server sees the connection fail at once, not a half-close.
+    public func abort() {
+        guard isOpen else { return }
+        isOpen = false
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         Glibc.close(socket)
     }
 
@@ -59,7 +76,40 @@ public final class LineClient: @unchecked Sendable {
     }
 
     /// Reads one line (without its LF); throws on timeout or end of stream.
-    public func readLine() throws -> String {
+    public func readLine() async throws -> String {
+        try await offThread { try self.readLineBlocking() }
+    }
+
+    /// Reads `count` lines.
+    public func readLines(_ count: Int) async throws -> [String] {
+        try await offThread { try (0..<count).map { _ in try self.readLineBlocking() } }
+    }
+
+    /// Reads up to `count` lines, stopping early (without an error) at a timeout.
+    public func readLines(_ count: Int, orUntilTimeout: Bool) async throws -> [String] {
+        try await offThread {
+            var lines: [String] = []
+            while lines.count < count {
+                do {
+                    lines.append(try self.readLineBlocking())
+                } catch {
+                    if orUntilTimeout { break }
+                    throw error
+                }
+            }
+            return lines
+        }
+    }
+
+    /// Whether the server closed the connection (reads until end of stream or timeout).
+    public func waitForClose() async throws -> Bool {
+        try await offThread {
+            while try self.fill() {}
+            return true
+        }
+    }
+
+    private func readLineBlocking() throws -> String {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
@@ -70,29 +120,11 @@ public final class LineClient: @unchecked Sendable {
         }
     }
 
-    /// Reads `count` lines.
-    public func readLines(_ count: Int) throws -> [String] {
-        try (0..<count).map { _ in try readLine() }
-    }
-
-    /// Reads up to `count` lines, stopping early (without an error) at a timeout.
-    public func readLines(_ count: Int, orUntilTimeout: Bool) throws -> [String] {
-        var lines: [String] = []
-        while lines.count < count {
-            do {
-                lines.append(try readLine())
-            } catch {
-                if orUntilTimeout { break }
-                throw error
-            }
+    /// Runs a blocking read on a thread of its own.
+    private func offThread<Result: Sendable>(_ read: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Swift.Result { try read() }) }.start()
         }
-        return lines
-    }
-
-    /// Whether the server closed the connection (reads until end of stream or timeout).
-    public func waitForClose() throws -> Bool {
-        while try fill() {}
-        return true
     }
 
     /// Half-closes the sending side.
