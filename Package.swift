@@ -18,11 +18,15 @@ let package = Package(
         .library(name: "SluicePluginTesting", targets: ["SluicePluginTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
+        .library(name: "SluiceLineProtocol", targets: ["SluiceLineProtocol"]),
         .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
         .library(name: "SluicePayment", targets: ["SluicePayment"]),
         .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
+        .library(name: "SluiceRateLimit", targets: ["SluiceRateLimit"]),
+        .library(name: "SluicePage", targets: ["SluicePage"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
         .executable(name: "sluice-load", targets: ["SluiceLoad"]),
+        .executable(name: "sluice-embedding", targets: ["SluiceEmbedding"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -65,19 +69,33 @@ let package = Package(
 
         .target(
             name: "SluicePluginTesting",
-            dependencies: ["Sluice", "SluiceTesting"]
+            dependencies: ["Sluice", "SluiceTesting", "SluiceLineProtocol"]
         ),
 
-        // MARK: Plugins
+        // MARK: Plugins (domain only: typed input, typed output)
         .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
         .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
         .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
+        .target(name: "SluiceRateLimit", dependencies: ["Sluice"], path: "Plugins/RateLimit", exclude: ["README.md"]),
+        .target(name: "SluicePage", dependencies: ["Sluice"], path: "Plugins/Page", exclude: ["README.md"]),
+
+        // MARK: Fronts
+        .target(
+            name: "SluiceLineProtocol",
+            dependencies: [
+                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
 
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
+                "Sluice", "SluiceLineProtocol", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
+                "SluiceRateLimit", "SluicePage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -85,6 +103,17 @@ let package = Package(
             ],
             path: "Examples/EchoServer",
             exclude: ["README.md"]
+        ),
+
+        .target(
+            name: "SluiceEmbeddingExample",
+            dependencies: ["Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage"],
+            path: "Examples/Embedding/Sources/SluiceEmbeddingExample"
+        ),
+        .executableTarget(
+            name: "SluiceEmbedding",
+            dependencies: ["SluiceEmbeddingExample"],
+            path: "Examples/Embedding/Sources/sluice-embedding"
         ),
 
         .target(
@@ -124,8 +153,8 @@ let package = Package(
         .testTarget(
             name: "SluiceTests",
             dependencies: [
-                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluicePluginTesting",
-                "SluiceTestSupport",
+                "Sluice", "SluiceLineProtocol", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
+                "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
             ]
         ),
         .testTarget(

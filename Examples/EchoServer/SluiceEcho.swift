@@ -3,14 +3,19 @@ import Logging
 import ServiceLifecycle
 import Sluice
 import SluiceButtonTap
+import SluiceLineProtocol
+import SluicePage
 import SluicePayment
+import SluiceRateLimit
 import SluiceSearch
 import UnixSignals
 
 /// `sluice-echo`: the example server every test, the load tester and a new user talk to. It
 /// speaks the line protocol (`<id> <VERB> [args]`) with every built-in plugin on: `TAP`
 /// (button tap throttle), `PAY` (exactly-once payments), `SEARCH` (debounce + switch-latest),
-/// plus `PING`, `ECHO`, `CANCEL` and `STATS`.
+/// `LIMIT` (GCRA rate limit), `PAGE` (single-flight page loads), plus `PING`, `ECHO`, `CANCEL`
+/// and `STATS`. It is built on the public API alone: a ``Gate`` with the plugins, and the line
+/// front with a codec per verb.
 @main
 struct SluiceEcho: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -45,6 +50,18 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("search-latency-ms"), help: "SEARCH: the simulated search's latency, in milliseconds.")
     var searchLatencyMilliseconds = 30
 
+    @Option(name: .customLong("limit-rate"), help: "LIMIT: requests allowed per period per key, sustained.")
+    var limitRate = 10
+
+    @Option(name: .customLong("limit-period-ms"), help: "LIMIT: the period of --limit-rate, in milliseconds.")
+    var limitPeriodMilliseconds = 1000
+
+    @Option(name: .customLong("limit-burst"), help: "LIMIT: requests a key may make back to back beyond the first (the limit is this plus one).")
+    var limitBurst = 4
+
+    @Option(name: .customLong("page-latency-ms"), help: "PAGE: the simulated load's latency, in milliseconds.")
+    var pageLatencyMilliseconds = 50
+
     @Option(name: .customLong("echo-rate"), help: "ECHO: lines per second per connection.")
     var echoRate = 10_000
 
@@ -66,6 +83,15 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("search-table-mib"), help: "SEARCH: memory budget of the debounce table, in MiB.")
     var searchTableMebibytes = 64
 
+    @Option(name: .customLong("limit-table-mib"), help: "LIMIT: memory budget of the GCRA table, in MiB (least recently used keys are evicted).")
+    var limitTableMebibytes = 64
+
+    @Option(name: .customLong("page-table-mib"), help: "PAGE: memory budget of the loads in flight and their waiters, in MiB.")
+    var pageTableMebibytes = 16
+
+    @Option(name: .customLong("shutdown-grace-s"), help: "On SIGINT/SIGTERM, how long running effects may finish before they are cancelled, in seconds.")
+    var shutdownGraceSeconds = 5
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
@@ -83,18 +109,30 @@ struct SluiceEcho: AsyncParsableCommand {
             "--search-max-wait-ms must be at least --search-quiet-ms (got \(searchMaxWaitMilliseconds))")
         try require(searchLatencyMilliseconds >= 0, "--search-latency-ms must be 0 or more (got \(searchLatencyMilliseconds))")
         try require(idleTimeoutSeconds >= 0, "--idle-timeout-s must be 0 or more (got \(idleTimeoutSeconds))")
-        for (name, value) in [("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes), ("--search-table-mib", searchTableMebibytes)] {
+        try require(limitRate >= 1, "--limit-rate must be at least 1 (got \(limitRate))")
+        try require(limitPeriodMilliseconds >= 1, "--limit-period-ms must be at least 1 (got \(limitPeriodMilliseconds))")
+        try require(limitBurst >= 0, "--limit-burst must be 0 or more (got \(limitBurst))")
+        try require(pageLatencyMilliseconds >= 0, "--page-latency-ms must be 0 or more (got \(pageLatencyMilliseconds))")
+        try require(shutdownGraceSeconds >= 0, "--shutdown-grace-s must be 0 or more (got \(shutdownGraceSeconds))")
+        for (name, value) in [
+            ("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes),
+            ("--search-table-mib", searchTableMebibytes), ("--limit-table-mib", limitTableMebibytes),
+            ("--page-table-mib", pageTableMebibytes),
+        ] {
             try require(value >= 1, "\(name) must be at least 1 (got \(value))")
         }
         do {
-            try gateConfiguration.validate()
-        } catch {
+            try lineConfiguration.validate()
+            _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
+        } catch let error as GateError {
             throw ValidationError("\(error.message) (got \(error.value))")
+        } catch let error as SluiceError {
+            throw ValidationError("LIMIT: \(error.message) (got \(error.value))")
         }
     }
 
-    var gateConfiguration: GateConfiguration {
-        GateConfiguration(
+    var lineConfiguration: LineConfiguration {
+        LineConfiguration(
             tcp: TCPConfiguration(
                 host: host, port: port, maximumLineLength: maxLine,
                 idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds)),
@@ -102,23 +140,37 @@ struct SluiceEcho: AsyncParsableCommand {
             echoBurst: echoBurst)
     }
 
-    func makePlugins() throws -> PluginRegistry {
-        var registry = PluginRegistry()
-        try registry.register(
+    /// Registers every built-in plugin with the gate's registry and its codec with the line
+    /// front, in the order `STATS` reports them.
+    func makePlugins() throws -> (PluginRegistry, LineVerbs) {
+        var plugins = PluginRegistry()
+        var verbs = LineVerbs()
+        let tap = try plugins.register(
             ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
             budget: .bytes(tapTableMebibytes << 20))
-        try registry.register(
+        try verbs.register(TapLineCodec(tap.plugin), for: tap)
+        let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),
                 processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
             budget: .bytes(payTableMebibytes << 20))
-        try registry.register(
+        try verbs.register(PayLineCodec(pay.plugin), for: pay)
+        let search = try plugins.register(
             SearchPlugin(
                 quiet: .milliseconds(searchQuietMilliseconds),
                 maxWait: .milliseconds(searchMaxWaitMilliseconds),
                 latency: .milliseconds(searchLatencyMilliseconds)),
             budget: .bytes(searchTableMebibytes << 20))
-        return registry
+        try verbs.register(SearchLineCodec(search.plugin), for: search)
+        let limit = try plugins.register(
+            RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst),
+            budget: .bytes(limitTableMebibytes << 20))
+        try verbs.register(LimitLineCodec(limit.plugin), for: limit)
+        let page = try plugins.register(
+            PagePlugin(latency: .milliseconds(pageLatencyMilliseconds)),
+            budget: .bytes(pageTableMebibytes << 20))
+        try verbs.register(PageLineCodec(page.plugin), for: page)
+        return (plugins, verbs)
     }
 
     func run() async throws {
@@ -130,15 +182,17 @@ struct SluiceEcho: AsyncParsableCommand {
         }
         let logger = Logger(label: "sluice-echo")
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
-        let server: GateServer
-        do {
-            server = try GateServer(group: group, configuration: gateConfiguration, plugins: makePlugins(), logger: logger)
-        } catch {
-            group.shutdownGracefully()
-            throw error
-        }
+        defer { group.shutdownGracefully() }
+        let (plugins, verbs) = try makePlugins()
+        let gate = try Gate(
+            group: group, plugins: plugins,
+            options: GateOptions(shutdownGracePeriod: .seconds(shutdownGraceSeconds)), logger: logger)
+        let server = try LineServer(gate: gate, verbs: verbs, configuration: lineConfiguration, logger: logger)
+        // On SIGTERM/SIGINT the services stop in reverse order: the line front stops accepting,
+        // then the gate drains (open connections get `ERR shutting-down` meanwhile); the loops
+        // stop last.
         let serviceGroup = ServiceGroup(
-            services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: [gate, server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await serviceGroup.run()
     }
 }

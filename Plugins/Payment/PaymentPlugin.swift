@@ -1,25 +1,32 @@
 import Sluice
 
-/// Payments that run exactly once: `PAY <key> <idem> <amount>`.
+/// Payments that run exactly once per `(key, idem)`.
 ///
 /// The record is `(key, idem)` and the fingerprint is the amount. The first request charges
-/// through the ``PaymentProcessor``; a duplicate while it runs waits for it; every duplicate
-/// gets the stored reply plus ` replayed=true`; the same record with another amount replies
-/// `MISMATCH`. Declines are stored and replayed like charges. Payments run in the key's scope:
-/// a client that disconnects mid-payment finds it completed and replayable on retry.
+/// through the ``PaymentProcessor``; a duplicate while it runs joins it (or is refused as a
+/// conflict, with `concurrent: .reject`); every later duplicate gets the stored outcome as a
+/// replay; the same record with another amount is a mismatch. Declines are stored and replayed
+/// like charges. Payments run in the key's scope: a caller that goes away mid-payment finds it
+/// completed and replayable when it retries.
 public struct PaymentPlugin: GatePlugin {
-    /// A parsed `PAY` request.
+    /// A payment request.
     public struct Payment: Sendable, Hashable {
         /// The account (or user) key.
         public let key: String
         /// The client's idempotency key.
         public let idem: String
-        /// The amount in minor units, 1…999,999,999.
+        /// The amount in minor units, 1…``PaymentPlugin/maximumAmount``.
         public let amount: Int
+
+        /// A payment of `amount` for `key` under the idempotency key `idem`.
+        public init(key: String, idem: String, amount: Int) {
+            self.key = key
+            self.idem = idem
+            self.amount = amount
+        }
     }
 
     public let name = "pay"
-    public let verb = "PAY"
     public let policy: GatePolicy
     /// The processor that charges.
     public let processor: any PaymentProcessor
@@ -27,55 +34,66 @@ public struct PaymentPlugin: GatePlugin {
     /// The largest amount accepted.
     public static let maximumAmount = 999_999_999
 
-    /// A plugin keeping records for `retention`, charging through `processor`.
+    /// A plugin keeping records for `retention`, charging through `processor`; a duplicate that
+    /// arrives while the first runs joins it (`.join`) or is refused (`.reject`).
     ///
     /// - Throws: `SluiceError` with code `invalidOption` when `retention` is not positive.
-    public init(retention: Duration = IdempotencyOptions.payment.retention, processor: any PaymentProcessor) throws(SluiceError) {
+    public init(
+        retention: Duration = IdempotencyOptions.payment.retention,
+        concurrent: IdempotencyOptions.Concurrent = IdempotencyOptions.payment.concurrent,
+        processor: any PaymentProcessor
+    ) throws(SluiceError) {
         let preset = IdempotencyOptions.payment
         policy = .idempotent(
             try IdempotencyOptions(
-                retention: retention, lease: preset.lease, concurrent: preset.concurrent, cacheErrors: preset.cacheErrors))
+                retention: retention, lease: preset.lease, concurrent: concurrent, cacheErrors: preset.cacheErrors))
         self.processor = processor
     }
 
-    public func parse(_ arguments: Substring) throws(RequestError) -> Payment {
-        guard let fields = RequestLine.fields(arguments, count: 3),
-            let key = RequestLine.key(fields[0]),
-            let idem = RequestLine.key(fields[1])
-        else { throw .usage }
-        guard let amount = Self.amount(fields[2]) else {
-            throw .invalid("bad-amount", message: "the amount must be an integer from 1 to \(Self.maximumAmount)")
-        }
-        return Payment(key: key, idem: idem, amount: amount)
-    }
-
-    /// `text` as an amount: decimal digits only, 1…999,999,999.
-    static func amount(_ text: Substring) -> Int? {
-        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            let value = Int(text), (1...maximumAmount).contains(value)
-        else { return nil }
-        return value
+    /// Whether `amount` is one this plugin charges: 1…``maximumAmount``.
+    public static func isValidAmount(_ amount: Int) -> Bool {
+        (1...maximumAmount).contains(amount)
     }
 
     public func key(for input: Payment) -> String { input.key }
 
-    public func idempotency(for input: Payment) -> IdempotencyIdentity {
-        // A space cannot occur in a key or an idem, so the pair is unambiguous.
-        IdempotencyIdentity(record: "\(input.key) \(input.idem)", fingerprint: String(input.amount))
+    public func identity(for input: Payment) -> RequestIdentity {
+        RequestIdentity(record: Self.record(key: input.key, idem: input.idem), fingerprint: String(input.amount))
     }
 
-    public func handle(_ input: Payment, context: EffectContext) async throws -> PaymentOutcome {
-        try await processor.charge(input, context: context)
-    }
-
-    public func reply(for output: PaymentOutcome) -> PluginReply {
-        switch output {
-        case .charged(let id): PluginReply("OK charge=\(id)")
-        case .declined(let reason): PluginReply("DECLINED reason=\(reason)", isError: true)
+    /// The record of `(key, idem)`: `<key's byte count>:<key><idem>`, so that no two pairs make
+    /// the same record. Written in one pass into one allocation (a replay makes no other).
+    static func record(key: String, idem: String) -> String {
+        var key = key
+        var idem = idem
+        let length = String(key.utf8.count)
+        let total = length.utf8.count + 1 + key.utf8.count + idem.utf8.count
+        return String(unsafeUninitializedCapacity: total) { buffer in
+            var position = 0
+            func copy(_ bytes: UnsafeBufferPointer<UInt8>) {
+                for byte in bytes {
+                    buffer[position] = byte
+                    position += 1
+                }
+            }
+            var length = length
+            length.withUTF8(copy)
+            buffer[position] = UInt8(ascii: ":")
+            position += 1
+            key.withUTF8(copy)
+            idem.withUTF8(copy)
+            return position
         }
     }
 
-    public var counters: [PluginCounter] { processor.counters }
+    public func run(_ input: Payment, context: EffectContext) async throws -> PaymentOutcome {
+        try await processor.charge(input, context: context)
+    }
+
+    public func isFailure(_ output: PaymentOutcome) -> Bool {
+        if case .declined = output { return true }
+        return false
+    }
 }
 
 /// What a charge came to.
@@ -90,6 +108,6 @@ public enum PaymentOutcome: Sendable, Hashable {
 public protocol PaymentProcessor: Sendable {
     /// Charges `payment`; throws `CancellationError` if cancelled before committing.
     func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome
-    /// Counters reported in `STATS`.
+    /// Counters it keeps (charges, declines).
     var counters: [PluginCounter] { get }
 }

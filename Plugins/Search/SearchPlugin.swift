@@ -1,26 +1,32 @@
 import Sluice
 
-/// Search-as-you-type: `SEARCH <key> <query>` is debounced per key, and a newer search cancels
-/// the key's running one (switch-latest).
+/// Search-as-you-type: searches are debounced per key, and a newer search cancels the key's
+/// running one (switch-latest).
 ///
-/// A newer `SEARCH` for the key makes a pending one reply `SUPERSEDED` at once and a running one
-/// reply `CANCELLED`; the winner runs the (simulated) search and replies `OK results=<query>`.
-/// Searches live in the connection's scope: closing it cancels them.
+/// A newer search for the key makes a held one ``GateOutcome/superseded`` at once and a running
+/// one ``GateOutcome/cancelled(_:)`` (``CancellationReason/replaced``); the winner runs the
+/// (simulated) search and returns its results. Searches live in their caller's scope: closing it
+/// cancels them.
 public struct SearchPlugin: GatePlugin {
-    /// A parsed `SEARCH` request.
+    /// A search request.
     public struct Search: Sendable, Hashable {
         /// The key (a user or a search box).
         public let key: String
-        /// The query: the rest of the line.
+        /// The query.
         public let query: String
+
+        /// A search for `query` in `key`'s search box.
+        public init(key: String, query: String) {
+            self.key = key
+            self.query = query
+        }
     }
 
     public let name = "search"
-    public let verb = "SEARCH"
     public let policy: GatePolicy
     /// How long the simulated search takes.
     public let latency: Duration
-    /// Searches that completed (`searches` in `STATS`).
+    /// Searches that completed.
     public let searches = PluginCounter("searches")
 
     /// A plugin debouncing with `quiet` and `maxWait`, searching for `latency`.
@@ -36,27 +42,13 @@ public struct SearchPlugin: GatePlugin {
         self.latency = latency
     }
 
-    public func parse(_ arguments: Substring) throws(RequestError) -> Search {
-        guard let space = arguments.firstIndex(of: " "),
-            let key = RequestLine.key(arguments[..<space])
-        else { throw .usage }
-        let query = arguments[arguments.index(after: space)...]
-        guard !query.isEmpty else { throw .usage }
-        return Search(key: key, query: String(query))
-    }
-
     public func key(for input: Search) -> String { input.key }
 
-    public func handle(_ input: Search, context: EffectContext) async throws -> String {
+    /// The results: here, the query itself (a stand-in for a real index).
+    public func run(_ input: Search, context: EffectContext) async throws -> String {
         try await context.sleep(for: latency)
         try Task.checkCancellation()
         searches.increment()
         return input.query
     }
-
-    public func reply(for output: String) -> PluginReply {
-        PluginReply("OK results=\(output)")
-    }
-
-    public var counters: [PluginCounter] { [searches] }
 }

@@ -2,28 +2,46 @@ import SluiceCore
 import SluiceLibevent
 import Synchronization
 
-/// What a plugin's effect sees while it runs: its key, its loop and clock, and a cancellable
-/// sleep on that clock.
+/// What a plugin's effect sees while it runs: its key and effect ID, its loop and clock, a
+/// cancellable sleep on that clock, and the key's tally.
+///
+/// The effect runs as a task on the key's loop; call these from the effect itself.
 public struct EffectContext: Sendable {
     /// The request's key.
     public let key: String
-    /// The id of the connection the request arrived on.
-    public let connectionID: UInt64
-    /// The loop the effect runs on (the key's loop).
-    public let loop: EventLoop
-    /// The shard's clock.
-    public let clock: any GateClock
+    /// The effect ID it runs under.
+    public let effectID: EffectID
+    @usableFromInline let shard: GateShard
+    @usableFromInline let lane: Int
 
-    /// Creates a context (the runtime and test harnesses do).
-    public init(key: String, connectionID: UInt64, loop: EventLoop, clock: any GateClock) {
+    @inlinable
+    init(key: String, effectID: EffectID, shard: GateShard, lane: Int) {
         self.key = key
-        self.connectionID = connectionID
-        self.loop = loop
-        self.clock = clock
+        self.effectID = effectID
+        self.shard = shard
+        self.lane = lane
     }
 
-    /// The current instant on the shard's clock. Call from the effect (it runs on the loop).
+    /// The loop the effect runs on (the key's loop).
+    public var loop: EventLoop { shard.loop }
+
+    /// The shard's clock.
+    public var clock: any GateClock { shard.clock }
+
+    /// The current instant on the shard's clock.
     public var now: Instant { clock.now }
+
+    /// Adds `amount` to this key's tally for this plugin and returns the new count (how many taps
+    /// of a key ran, a usage meter, …).
+    ///
+    /// Tallies live in the key's shard, in a table bounded by the plugin's `tallyBudget`: when it
+    /// is full the least recently used key's tally is evicted and that key counts from zero
+    /// again. Returns 0 only if a single key does not fit the budget.
+    @discardableResult
+    public func incrementTally(by amount: Int = 1) -> Int {
+        loop.preconditionInEventLoop()
+        return shard.incrementTally(lane: lane, key: key, by: amount)
+    }
 
     /// Suspends for `duration` on the shard's clock.
     ///
@@ -31,6 +49,8 @@ public struct EffectContext: Sendable {
     ///   already was).
     public func sleep(for duration: Duration) async throws {
         try Task.checkCancellation()
+        // A stopped loop fires no timer.
+        if loop.isShutDown { throw CancellationError() }
         let clock = self.clock
         let loop = self.loop
         let waiter = SleepWaiter()
@@ -42,7 +62,11 @@ public struct EffectContext: Sendable {
                     let timer = clock.schedule(at: clock.now + duration) { waiter.resume(with: .success(())) }
                     waiter.setTimer(timer)
                 }
-                if loop.inEventLoop { arm() } else { loop.execute(arm) }
+                if loop.inEventLoop {
+                    arm()
+                } else if !loop.executeIfRunning(arm) {
+                    waiter.resume(with: .failure(CancellationError()))
+                }
             }
         } onCancel: {
             waiter.resume(with: .failure(CancellationError()))

@@ -1,334 +1,215 @@
 import SluiceCore
 import SluiceLibevent
 
-/// The gate for the keys one loop owns: the plugins' policy tables, the cancellation scopes and
-/// the running effects. Its executor is the loop, so a libevent callback on that loop enters it
-/// synchronously (`assumeIsolated`) and decides without a thread hop (DESIGN §1).
-public actor GateShard {
+/// The gate for the keys one loop owns: every plugin's state for those keys (its lane), the
+/// cancellation scopes of the requests waiting here, and the sweep of idle keys.
+///
+/// Confined to its loop, as a SwiftNIO channel's state is confined to its event loop: a libevent
+/// callback on that loop enters it synchronously and decides without a thread hop, an effect's
+/// task (which prefers the loop as its executor) reports back on the loop thread, and callers
+/// elsewhere hop there first (`loop.execute`). It is not an actor because entering an actor
+/// synchronously from a callback (`assumeIsolated`) allocates twice per call, and a decision
+/// here must allocate nothing.
+@usableFromInline
+final class GateShard: @unchecked Sendable {
+    // @unchecked Sendable: every mutable property is read and written on `loop`'s thread only;
+    // the entry points called from elsewhere hop there first, and the methods assert it in
+    // debug builds (the public entry points check it in release builds too). The properties
+    // the hot path touches skip the dynamic exclusivity checks (`@exclusivity(unchecked)`):
+    // one thread, no overlapping access.
+
     /// The loop that owns this shard's keys.
-    public nonisolated let loop: EventLoop
+    @usableFromInline let loop: EventLoop
     /// Where `now` and timers come from.
-    public nonisolated let clock: any GateClock
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    @usableFromInline let clock: any GateClock
+    /// The shard's position in the gate.
+    @usableFromInline let index: Int
 
-    private let plugins: [RegisteredPlugin]
-    private let statistics: GateStatistics
-    private var timed: [TimedPlugin?]
-    private var idempotent: [IdempotentPlugin?]
-    private var scopes = ScopeBook()
-    private var effects: [EffectToken: EffectRecord] = [:]
-    private var nextEventToken: UInt64 = 0
+    private let options: GateOptions
+    private let counters: GateCounters
+    @usableFromInline @exclusivity(unchecked) var lanes: [any GateLane] = []
+    private var tree = ScopeTree<String, EffectID>()
+    /// The local node of each gate scope that has requests here, and back.
+    private var localScopes: [UInt64: ScopeID] = [:]
+    private var gateScopes: [ScopeID: UInt64] = [:]
+    @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
+    /// The waiter token of the request the last `submit` decided about.
+    @usableFromInline @exclusivity(unchecked) var lastSubmittedToken = EventToken(0)
     private var sweepTimer: (any GateTimer)?
+    private var drainSignal: DrainSignal?
 
-    /// How many entries of each table one sweep examines.
-    static let sweepBatch = 256
-    /// How often the shard sweeps idle keys.
-    static let sweepInterval: Duration = .milliseconds(250)
-
-    init(loop: EventLoop, clock: any GateClock, plugins: [RegisteredPlugin], statistics: GateStatistics, shardCount: Int) throws(SluiceError) {
+    init(
+        loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], shardCount: Int,
+        options: GateOptions, counters: GateCounters
+    ) throws(SluiceError) {
         self.loop = loop
         self.clock = clock
-        self.plugins = plugins
-        self.statistics = statistics
-        var timed: [TimedPlugin?] = []
-        var idempotent: [IdempotentPlugin?] = []
+        self.index = index
+        self.options = options
+        self.counters = counters
+        var lanes: [any GateLane] = []
         for plugin in plugins {
-            let budget = plugin.budget.divided(by: shardCount)
-            switch plugin.policy {
-            case .throttle(let options):
-                timed.append(TimedPlugin(table: .init(throttle: try ThrottleTable<String>(options: options, budget: budget)), cancelInFlight: false))
-                idempotent.append(nil)
-            case .debounce(let options, let cancelInFlight):
-                timed.append(TimedPlugin(table: .init(debounce: try DebounceTable<String>(options: options, budget: budget)), cancelInFlight: cancelInFlight))
-                idempotent.append(nil)
-            case .idempotent(let options):
-                timed.append(nil)
-                idempotent.append(IdempotentPlugin(table: try IdempotencyTable(options: options, budget: budget)))
-            case .unrestricted:
-                timed.append(nil)
-                idempotent.append(nil)
-            }
+            lanes.append(try plugin.makeLane(shardCount))
         }
-        self.timed = timed
-        self.idempotent = idempotent
+        self.lanes = lanes
     }
 
     // MARK: - Requests
 
-    /// Decides about one request and acts on the decision. Call on the shard's loop.
-    func submit(_ request: GateRequest) {
-        nextEventToken &+= 1
-        let token = EventToken(nextEventToken)
-        let index = request.plugin.index
-        switch request.plugin.policy {
-        case .throttle, .debounce:
-            submitTimed(request, token: token, index: index)
-        case .idempotent:
-            submitIdempotent(request, token: token, index: index)
-        case .unrestricted:
-            if let effect = register(request, token: token) {
-                launch(effect)
-            }
-        }
+    /// A fresh token (every request, execution and scope entry of this shard gets one).
+    @inlinable
+    func makeToken() -> EventToken {
+        nextToken &+= 1
+        return EventToken(nextToken)
     }
 
-    private func submitTimed(_ request: GateRequest, token: EventToken, index: Int) {
-        let key = request.prepared.key
-        let now = clock.now
-        // libevent runs socket callbacks before the timers of the same iteration: deliver a
-        // timer that is already due first, so the event sees the state it would have after it.
-        if let timer = timed[index]!.timers[key], timer.deadline <= now {
-            timer.cancel()
-            timerFired(key: key, index: index)
-        }
-        let keyed = timed[index]!.table.event(token, key: key, now: now)
-        if let evicted = keyed.evictedPending {
-            // Another key's held request lost its state to make room: it will never run.
-            dropHeld(evicted, index: index, reply: "CANCELLED")
-        }
-        switch keyed.decision {
-        case .run:
-            if timed[index]!.cancelInFlight { cancelRunning(key: key, index: index) }
-            if let effect = register(request, token: token) {
-                launch(effect)
-            }
-        case .drop(let retryAfter):
-            request.requester.reply("THROTTLED retry-after-ms=\(retryAfter.wholeMillisecondsRoundedUp)")
-        case .hold(let schedule, let superseded):
-            if let superseded {
-                dropHeld(superseded, index: index, reply: "SUPERSEDED")
-            }
-            if timed[index]!.cancelInFlight { cancelRunning(key: key, index: index) }
-            if let effect = register(request, token: token) {
-                timed[index]!.held[token] = effect
-            }
-            if let schedule {
-                armTimer(key: key, index: index, at: schedule)
-            }
-        }
+    /// The lane of plugin `index`, typed.
+    @inlinable
+    func lane<Plugin: GatePlugin>(_ index: Int, as plugin: Plugin.Type) -> PluginLane<Plugin>? {
+        guard lanes.indices.contains(index) else { return nil }
+        // The registry gave index `index` to a `Plugin`, and the gate checked the handle comes
+        // from that registry: the lane at `index` is this plugin's. Checked in debug builds.
+        assert(lanes[index] is PluginLane<Plugin>)
+        return unsafeDowncast(lanes[index], to: PluginLane<Plugin>.self)
     }
 
-    private func submitIdempotent(_ request: GateRequest, token: EventToken, index: Int) {
-        let identity = request.prepared.identity!
-        let decision: IdempotencyDecision<PluginReply>
+    /// Decides about `request` (see ``Gate/submitNow(_:later:)``).
+    @inlinable
+    func submit<Plugin: GatePlugin>(
+        _ request: GateRequest<Plugin>, later: @Sendable () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
+    ) -> GateOutcome<Plugin.Output>? {
+        loop.assertInEventLoop()
+        guard let lane = lane(request.plugin.index, as: Plugin.self) else { return .busy }
+        return lane.submit(request, later: later, shard: self)
+    }
+
+    /// An effect's task ended; called from the task, which runs on the loop.
+    @inlinable
+    func effectEnded<Plugin: GatePlugin>(
+        lane index: Int, execution: EventToken, plugin: Plugin.Type, result: Result<Plugin.Output, any Error>
+    ) {
+        // Off the loop thread only if the task ignored its loop (it cannot, as its executor
+        // preference), so this is a safety net, not a path.
+        guard loop.inEventLoop else { return }
+        lane(index, as: Plugin.self)?.effectEnded(execution, result: result, shard: self)
+    }
+
+    /// A policy timer of plugin `lane` fired for `key`.
+    @usableFromInline
+    func timerFired(lane index: Int, key: String) {
+        guard lanes.indices.contains(index) else { return }
+        lanes[index].timerFired(key: key, shard: self)
+    }
+
+    /// Adds to a key's tally (see ``EffectContext/incrementTally(by:)``).
+    @usableFromInline
+    func incrementTally(lane index: Int, key: String, by amount: Int) -> Int {
+        guard lanes.indices.contains(index) else { return 0 }
+        return lanes[index].incrementTally(key: key, by: amount, now: clock.now)
+    }
+
+    // MARK: - Scopes
+
+    /// Registers a scope entry in `scope` (the root when `nil`). Returns `false` when the scope
+    /// has been closed.
+    @usableFromInline
+    func registerEntry(_ token: EventToken, id: EffectID, key: String, scope: GateScope?, tag: UInt32) -> Bool {
+        guard let local = scope.map({ localScope(for: $0) }) ?? tree.root else { return false }
         do {
-            decision = try idempotent[index]!.table.begin(
-                key: identity.record, fingerprint: identity.fingerprint, token: token, now: clock.now)
+            try tree.register(EffectToken(rawValue: token.rawValue), id: id, key: key, in: local, tag: tag)
+            return true
         } catch {
-            request.requester.reply("ERR busy")
-            return
-        }
-        switch decision {
-        case .execute:
-            if let effect = register(request, token: token) {
-                launch(effect)
-            } else {
-                idempotent[index]!.table.cancel(key: identity.record, owner: token)
-            }
-        case .join(let owner):
-            idempotent[index]!.joiners[owner, default: []].append(request.requester)
-        case .conflict:
-            request.requester.reply("ERR conflict")
-        case .replay(let stored):
-            request.requester.reply(stored.text + " replayed=true")
-        case .mismatch:
-            request.requester.reply("MISMATCH")
+            return false
         }
     }
 
-    // MARK: - Timers
-
-    private func armTimer(key: String, index: Int, at deadline: Instant) {
-        if let existing = timed[index]!.timers[key] {
-            // The earlier timer fires first and the policy reschedules it to the later instant.
-            if existing.deadline <= deadline { return }
-            existing.cancel()
-        }
-        timed[index]!.timers[key] = clock.schedule(at: deadline) { [self] in
-            self.assumeIsolated { $0.timerFired(key: key, index: index) }
-        }
+    /// The scope entry ended.
+    @usableFromInline
+    func finishEntry(_ token: EventToken) {
+        tree.finished(EffectToken(rawValue: token.rawValue), removedScope: forgetScope)
     }
 
-    private func timerFired(key: String, index: Int) {
-        timed[index]!.timers[key] = nil
-        switch timed[index]!.table.fire(key: key, now: clock.now) {
-        case .run(let token):
-            guard let effect = timed[index]!.held.removeValue(forKey: token) else { return }
-            if timed[index]!.cancelInFlight { cancelRunning(key: key, index: index) }
-            launch(effect)
-        case .reschedule(let deadline):
-            armTimer(key: key, index: index, at: deadline)
-        case .none:
-            break
-        }
+    /// The local node of a gate scope, opened (with its ancestors) on first use; `nil` once the
+    /// scope is closed.
+    private func localScope(for scope: GateScope) -> ScopeID? {
+        guard let parent = scope.parent else { return tree.root }
+        if let local = localScopes[scope.id] { return local }
+        // Mark first: a scope closed from now on includes this shard in its broadcast.
+        guard scope.markHeld(byShard: index), let parentLocal = localScope(for: parent),
+            let local = try? tree.openScope(in: parentLocal, removeWhenEmpty: true)
+        else { return nil }
+        localScopes[scope.id] = local
+        gateScopes[local] = scope.id
+        return local
     }
 
-    // MARK: - Effects
-
-    /// Registers a pending effect for the request in its scope. If the scope cannot take it
-    /// (the tree refused: its scope was closed), the request replies `CANCELLED` and this
-    /// returns `nil`.
-    private func register(_ request: GateRequest, token: EventToken) -> EffectToken? {
-        guard let registration = scopes.register(
-            effectID: request.plugin.name, key: request.prepared.key,
-            connection: request.plugin.isKeyScoped ? nil : request.requester.connectionID)
-        else {
-            request.requester.reply("CANCELLED")
-            return nil
-        }
-        effects[registration.effect] = EffectRecord(request: request, eventToken: token, scope: registration.scope)
-        return registration.effect
+    private func forgetScope(_ local: ScopeID) {
+        if let id = gateScopes.removeValue(forKey: local) { localScopes[id] = nil }
     }
 
-    /// Starts a registered effect's task (or ends it at once if a cancel won the race).
-    private func launch(_ effect: EffectToken) {
-        guard scopes.start(effect), let record = effects[effect] else {
-            effectEnded(effect, outcome: .failure(CancellationError()))
-            return
-        }
-        effects[effect]!.started = true
-        let request = record.request
-        if timed[request.plugin.index]?.cancelInFlight == true {
-            timed[request.plugin.index]!.running[request.prepared.key] = effect
-        }
-        let context = EffectContext(
-            key: request.prepared.key, connectionID: request.requester.connectionID, loop: loop, clock: clock)
-        // Nonisolated and immediate: the effect starts on this thread now, and one that never
-        // suspends (a tap) has replied before `launch` returns.
-        let shard = self
-        let task = Task.immediate(executorPreference: loop) { @concurrent () async -> Void in
-            let outcome: Result<PluginReply, any Error>
-            do {
-                outcome = .success(try await request.plugin.run(request.prepared.input, context: context))
-            } catch {
-                outcome = .failure(error)
-            }
-            shard.endEffect(effect, outcome: outcome)
-        }
-        // An effect that never suspended has already ended.
-        if effects[effect] != nil {
-            effects[effect]!.task = task
-        }
+    /// A gate scope closed: every request waiting in it or below it here leaves.
+    func closeScope(_ id: UInt64) {
+        guard let local = localScopes[id] else { return }
+        let tokens = tree.close(local, removedScope: forgetScope)
+        _ = cancelEntries(tokens, reason: .scopeClosed)
     }
 
-    /// Ends an effect from its task, which runs on the shard's loop (its executor preference).
-    private nonisolated func endEffect(_ effect: EffectToken, outcome: Result<PluginReply, any Error>) {
-        assumeIsolated { $0.effectEnded(effect, outcome: outcome) }
+    /// Cancels the entries under `id` in a gate scope and below it (the root when `scope` is
+    /// `nil`). Returns how many executions that cancelled.
+    func cancel(id: EffectID, inScope scope: UInt64?) -> Int {
+        let local: ScopeID
+        if let scope {
+            guard let found = localScopes[scope] else { return 0 }
+            local = found
+        } else {
+            local = tree.root
+        }
+        return cancelEntries(tree.cancel(id: id, in: local), reason: .requested)
     }
 
-    /// An effect's task returned (or it was refused before starting): reply and forget it.
-    private func effectEnded(_ effect: EffectToken, outcome: Result<PluginReply, any Error>) {
-        guard let record = effects.removeValue(forKey: effect) else { return }
-        scopes.finished(effect, in: record.scope)
-        let request = record.request
-        let index = request.plugin.index
-        if let running = timed[index]?.running[request.prepared.key], running == effect {
-            timed[index]!.running[request.prepared.key] = nil
-        }
-        let text: String
-        switch outcome {
-        case .success(let reply):
-            text = reply.text
-        case .failure(let error):
-            text = record.cancelled || error is CancellationError ? "CANCELLED" : "ERR internal"
-        }
-        guard case .idempotent = request.plugin.policy, let identity = request.prepared.identity else {
-            request.requester.reply(text)
-            return
-        }
-        let joiners = idempotent[index]!.joiners.removeValue(forKey: record.eventToken) ?? []
-        switch outcome {
-        case .success(let reply):
-            _ = idempotent[index]!.table.complete(
-                key: identity.record, owner: record.eventToken, result: reply, isError: reply.isError, now: clock.now)
-            request.requester.reply(text)
-            for joiner in joiners { joiner.reply(text + " replayed=true") }
-        case .failure:
-            // Cancelled or failed before committing: release the record so a retry runs.
-            idempotent[index]!.table.cancel(key: identity.record, owner: record.eventToken)
-            request.requester.reply(text)
-            for joiner in joiners { joiner.reply(text) }
-        }
+    /// Cancels the entries of `key` with this ID (every ID when `nil`). Returns how many
+    /// executions that cancelled.
+    func cancel(id: EffectID?, key: String) -> Int {
+        cancelEntries(tree.cancel(id: id, key: key), reason: .requested)
     }
 
-    /// Replies to a held (not started) request and forgets it.
-    private func dropHeld(_ token: EventToken, index: Int, reply: String) {
-        guard let effect = timed[index]!.held.removeValue(forKey: token),
-            let record = effects.removeValue(forKey: effect)
-        else { return }
-        scopes.finished(effect, in: record.scope)
-        record.request.requester.reply(reply)
+    /// A caller stopped waiting (its task was cancelled).
+    func leave(waiter token: EventToken, lane index: Int, reason: CancellationReason) {
+        guard lanes.indices.contains(index) else { return }
+        _ = lanes[index].cancelEntry(token, isExecution: false, reason: reason, shard: self)
     }
 
-    /// Switch-latest: cancels the key's running effect of this plugin.
-    private func cancelRunning(key: String, index: Int) {
-        guard let running = timed[index]!.running.removeValue(forKey: key) else { return }
-        _ = cancel([running])
-    }
-
-    /// Cancels effects: running ones get their task cancelled (they reply when it ends), held
-    /// ones reply `CANCELLED` now. Returns how many were cancelled.
-    private func cancel(_ tokens: [EffectToken]) -> Int {
-        var count = 0
-        for effect in tokens {
-            guard let record = effects[effect], !record.cancelled else { continue }
-            count += 1
-            if record.started {
-                effects[effect]!.cancelled = true
-                record.task?.cancel()
-            } else {
-                let index = record.request.plugin.index
-                _ = timed[index]?.held.removeValue(forKey: record.eventToken)
-                effects[effect] = nil
-                scopes.finished(effect, in: record.scope)
-                record.request.requester.reply("CANCELLED")
+    /// Acts on cancelled entries: executions first, then waiting requests (a waiter of an
+    /// execution cancelled here hears how that execution ends).
+    private func cancelEntries(_ tokens: [EffectToken], reason: CancellationReason) -> Int {
+        var cancelled = 0
+        for pass in [true, false] {
+            for token in tokens {
+                guard let raw = tree.tag(of: token) else { continue }
+                let tag = EntryTag(raw)
+                guard tag.isExecution == pass, lanes.indices.contains(tag.lane) else { continue }
+                if lanes[tag.lane].cancelEntry(
+                    EventToken(token.rawValue), isExecution: tag.isExecution, reason: reason, shard: self)
+                {
+                    cancelled += 1
+                }
             }
         }
-        statistics.cancelled.increment(by: count)
-        return count
+        return cancelled
     }
 
-    // MARK: - Commands
-
-    /// `CANCEL <key> <kind>`: cancels the key's pending and running effects with one of these
-    /// effect IDs (every ID when `nil`). Returns how many.
-    func cancel(key: String, effectIDs: [String]?) -> Int {
-        var tokens: [EffectToken] = []
-        for scope in scopes.scopes(forKey: key) {
-            if let effectIDs {
-                for id in effectIDs { tokens += scopes.cancel(id: id, in: scope) }
-            } else {
-                tokens += scopes.cancelAll(in: scope)
-            }
-        }
-        return cancel(tokens)
+    /// One more execution was cancelled.
+    @usableFromInline
+    func countCancelled() {
+        counters.cancelled.increment()
     }
 
-    /// A connection closed: cancels every effect in its scope (not the key-scoped ones).
-    func connectionClosed(_ connectionID: UInt64) {
-        let tokens = scopes.closeConnection(connectionID)
-        _ = cancel(tokens)
-    }
-
-    /// The number of keys this shard tracks, over all plugins' tables.
-    public func keyCount() -> Int {
-        var total = 0
-        for plugin in timed where plugin != nil { total += plugin!.table.keyCount }
-        for plugin in idempotent where plugin != nil { total += plugin!.table.table.count }
-        return total
-    }
-
-    /// The number of effects registered and not yet ended.
-    public func effectCount() -> Int {
-        effects.count
-    }
-
-    // MARK: - Sweeping
+    // MARK: - Sweeping and draining
 
     /// Starts the periodic sweep of idle keys. Call on the loop.
     func startSweeping() {
-        sweepTimer = clock.schedule(at: clock.now + Self.sweepInterval) { [self] in
-            self.assumeIsolated { $0.sweep() }
+        sweepTimer = clock.schedule(at: clock.now + options.sweepInterval) { [self] in
+            self.sweep()
         }
     }
 
@@ -339,101 +220,51 @@ public actor GateShard {
     }
 
     private func sweep() {
+        guard sweepTimer != nil else { return }
         let now = clock.now
-        for index in timed.indices where timed[index] != nil {
-            _ = timed[index]!.table.sweep(now: now, maxEntries: Self.sweepBatch)
+        for lane in lanes { lane.sweep(now: now, maxEntries: options.sweepBatch) }
+        startSweeping()
+    }
+
+    /// The gate began to drain: `signal` hears when this shard has no execution left.
+    func beginDrain(_ signal: DrainSignal) {
+        if executionCount == 0 {
+            signal.shardIsIdle()
+        } else {
+            drainSignal = signal
         }
-        for index in idempotent.indices where idempotent[index] != nil {
-            idempotent[index]!.table.sweep(now: now, maxEntries: Self.sweepBatch)
-        }
-        if sweepTimer != nil { startSweeping() }
     }
+
+    /// An execution ended (or was dropped).
+    @usableFromInline
+    func executionEnded() {
+        guard let signal = drainSignal, executionCount == 0 else { return }
+        drainSignal = nil
+        signal.shardIsIdle()
+    }
+
+    /// The grace period is over: cancels and answers everything left, and stops sweeping.
+    func finishDrain() {
+        drainSignal = nil
+        for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
+        stopSweeping()
+    }
+
+    // MARK: - Statistics
+
+    /// Keys held in the plugins' policy tables.
+    var keyCount: Int { lanes.reduce(0) { $0 + $1.keyCount } }
+
+    /// Executions held or running.
+    var executionCount: Int { lanes.reduce(0) { $0 + $1.executionCount } }
+
+    /// Requests waiting for a result.
+    var waiterCount: Int { lanes.reduce(0) { $0 + $1.waiterCount } }
+
+    /// Open local scopes (the root included).
+    var scopeCount: Int { tree.scopeCount }
+
+    /// Each plugin's policy table counters, in registration order.
+    var tableStats: [KeyTableStats?] { lanes.map(\.tableStats) }
 }
 
-/// A throttle- or debounce-governed plugin's state in one shard.
-private struct TimedPlugin {
-    var table: TimedPolicyTable
-    let cancelInFlight: Bool
-    /// Requests the policy holds (not started), by their event token.
-    var held: [EventToken: EffectToken] = [:]
-    /// The one outstanding timer per key.
-    var timers: [String: any GateTimer] = [:]
-    /// Switch-latest: the running effect per key.
-    var running: [String: EffectToken] = [:]
-
-    init(table: TimedPolicyTable, cancelInFlight: Bool) {
-        self.table = table
-        self.cancelInFlight = cancelInFlight
-    }
-}
-
-/// An idempotent plugin's state in one shard.
-private struct IdempotentPlugin {
-    var table: IdempotencyTable<String, String, PluginReply>
-    /// Duplicates waiting for a running execution, by the owner's event token.
-    var joiners: [EventToken: [Requester]] = [:]
-}
-
-/// One effect, from registration to its reply.
-private struct EffectRecord {
-    let request: GateRequest
-    let eventToken: EventToken
-    let scope: ScopeID
-    var started = false
-    var cancelled = false
-    var task: Task<Void, Never>?
-}
-
-/// The keyed policy table of a throttle or a debounce plugin: exactly one of the two is set.
-/// (Two optionals rather than an existential or an enum: both mutate in place, specialised,
-/// without copying the table.)
-struct TimedPolicyTable {
-    private var throttle: ThrottleTable<String>?
-    private var debounce: DebounceTable<String>?
-
-    init(throttle: ThrottleTable<String>) {
-        self.throttle = throttle
-    }
-
-    init(debounce: DebounceTable<String>) {
-        self.debounce = debounce
-    }
-
-    mutating func event(_ token: EventToken, key: String, now: Instant) -> KeyedDecision {
-        if throttle != nil { return throttle!.event(token, key: key, now: now) }
-        return debounce!.event(token, key: key, now: now)
-    }
-
-    mutating func fire(key: String, now: Instant) -> FireDecision {
-        if throttle != nil { return throttle!.fire(key: key, now: now) }
-        return debounce!.fire(key: key, now: now)
-    }
-
-    mutating func sweep(now: Instant, maxEntries: Int) -> Int {
-        if throttle != nil { return throttle!.sweep(now: now, maxEntries: maxEntries) }
-        return debounce!.sweep(now: now, maxEntries: maxEntries)
-    }
-
-    var keyCount: Int {
-        throttle?.table.count ?? debounce?.table.count ?? 0
-    }
-}
-
-extension Duration {
-    /// This duration in whole milliseconds, rounded up (a client that waits this long is in
-    /// time).
-    var wholeMillisecondsRoundedUp: Int64 {
-        let nanoseconds = nanosecondsClamped
-        return nanoseconds <= 0 ? 0 : (nanoseconds + 999_999) / 1_000_000
-    }
-}
-
-extension MemoryBudget {
-    /// This budget split evenly over `parts` shards.
-    func divided(by parts: Int) -> MemoryBudget {
-        MemoryBudget(
-            entries: entries.map { max(1, $0 / parts) },
-            bytes: bytes.map { max(1, $0 / parts) },
-            extraBytesPerKey: extraBytesPerKey)
-    }
-}

@@ -1,74 +1,128 @@
 import SluiceCore
 
-/// The plugins a server runs, in registration order (which is also the order of their
-/// counters in `STATS`).
+/// The plugins a ``Gate`` runs, in registration order.
+///
+/// ```swift
+/// var plugins = PluginRegistry()
+/// let tap = try plugins.register(ButtonTapPlugin(), budget: .bytes(64 << 20))
+/// let gate = try Gate(group: group, plugins: plugins)
+/// let outcome = await gate.submit(tap, "user42")
+/// ```
 public struct PluginRegistry: Sendable {
-    /// Verbs the server answers itself.
-    public static let reservedVerbs: Set<String> = ["PING", "ECHO", "CANCEL", "STATS"]
-
+    let identity = RegistryIdentity()
     private(set) var plugins: [RegisteredPlugin] = []
 
     /// An empty registry.
     public init() {}
 
-    /// Adds a plugin whose tables share `budget` (split over the shards).
+    /// Adds a plugin.
     ///
-    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the verb or name is taken,
-    ///   `.reservedVerb` for a verb the server answers itself, `.invalidPlugin` for an empty or
-    ///   malformed verb or name.
+    /// - Parameters:
+    ///   - budget: the memory its per-key state may hold, split evenly over the gate's shards:
+    ///     its policy table with the keys' own bytes, plus the side state of waiting and running
+    ///     requests (held requests, timers, joined callers).
+    ///   - tallyBudget: the memory of its per-key tallies (``EffectContext/incrementTally(by:)``),
+    ///     split the same way; the table is created on first use.
+    /// - Returns: the handle to submit requests with.
+    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the name is taken, or
+    ///   `.invalidPlugin` for an empty or malformed name.
+    @discardableResult
     public mutating func register<Plugin: GatePlugin>(
         _ plugin: Plugin,
-        budget: MemoryBudget = .bytes(16 << 20)
-    ) throws(GateError) {
-        let verb = plugin.verb.uppercased()
-        guard !verb.isEmpty, verb.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw GateError(code: .invalidPlugin, message: "a verb is one or more visible ASCII characters", value: plugin.verb)
+        budget: MemoryBudget = .bytes(16 << 20),
+        tallyBudget: MemoryBudget = .bytes(4 << 20)
+    ) throws(GateError) -> PluginHandle<Plugin> {
+        let name = plugin.name
+        guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw GateError(code: .invalidPlugin, message: "a plugin name is 1 to 64 visible ASCII characters", value: name)
         }
-        guard !plugin.name.isEmpty, plugin.name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), plugin.name != "all" else {
-            throw GateError(code: .invalidPlugin, message: "a name is visible ASCII and not \"all\"", value: plugin.name)
+        if plugins.contains(where: { $0.name == name }) {
+            throw GateError(code: .duplicatePlugin, message: "a plugin with this name is registered", value: name)
         }
-        guard !Self.reservedVerbs.contains(verb) else {
-            throw GateError(code: .reservedVerb, message: "the server answers this verb itself", value: verb)
-        }
-        if plugins.contains(where: { $0.verb == verb || $0.name == plugin.name }) {
-            throw GateError(code: .duplicatePlugin, message: "a plugin with this verb or name is registered", value: "\(verb)/\(plugin.name)")
-        }
-        plugins.append(RegisteredPlugin(plugin, index: plugins.count, budget: budget))
+        let handle = PluginHandle(plugin: plugin, index: plugins.count, registry: identity)
+        plugins.append(RegisteredPlugin(handle: handle, budget: budget, tallyBudget: tallyBudget))
+        return handle
     }
 
     /// The registered plugins' names, in order.
     public var names: [String] { plugins.map(\.name) }
 }
 
-/// An error from the gate runtime: a code, a message and the offending value.
-public struct GateError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// What went wrong.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        /// Two plugins claim the same verb or name.
-        public static let duplicatePlugin = Code(name: "duplicatePlugin")
-        /// A plugin claims a verb the server answers itself.
-        public static let reservedVerb = Code(name: "reservedVerb")
-        /// A plugin's verb or name is malformed.
-        public static let invalidPlugin = Code(name: "invalidPlugin")
-        /// A server option is out of range.
-        public static let invalidConfiguration = Code(name: "invalidConfiguration")
-        public var description: String { name }
+/// A plugin registered in a ``PluginRegistry``: what requests are submitted with, typed by the
+/// plugin's input and output. Copying a handle copies one reference.
+public struct PluginHandle<Plugin: GatePlugin>: Sendable {
+    @usableFromInline let storage: PluginHandleStorage<Plugin>
+
+    init(plugin: Plugin, index: Int, registry: RegistryIdentity) {
+        storage = PluginHandleStorage(plugin: plugin, index: index, registry: registry)
     }
 
-    /// What went wrong.
-    public let code: Code
-    /// A human-readable explanation.
-    public let message: String
-    /// The offending value.
-    public let value: String
+    /// The plugin.
+    @inlinable
+    public var plugin: Plugin { storage.plugin }
 
-    /// Creates an error.
-    public init(code: Code, message: String, value: String) {
-        self.code = code
-        self.message = message
-        self.value = value
+    /// Its position in the registry.
+    @inlinable
+    public var index: Int { storage.index }
+
+    /// The effect ID its requests use unless the caller names another: the plugin's name.
+    @inlinable
+    public var effectID: EffectID { storage.effectID }
+
+    /// The plugin's name.
+    public var name: String { storage.plugin.name }
+
+    @inlinable
+    var registry: RegistryIdentity { storage.registry }
+}
+
+/// What a ``PluginHandle`` refers to.
+@usableFromInline
+final class PluginHandleStorage<Plugin: GatePlugin>: Sendable {
+    @usableFromInline let plugin: Plugin
+    @usableFromInline let index: Int
+    @usableFromInline let effectID: EffectID
+    @usableFromInline let registry: RegistryIdentity
+
+    init(plugin: Plugin, index: Int, registry: RegistryIdentity) {
+        self.plugin = plugin
+        self.index = index
+        self.effectID = EffectID(plugin.name)
+        self.registry = registry
     }
+}
 
-    public var description: String { "GateError(\(code)): \(message) [\(value)]" }
+/// Tells registries apart, so a handle from one cannot be used with a gate built from another.
+@usableFromInline
+final class RegistryIdentity: Sendable {}
+
+/// A plugin with its types erased, as the gate stores it.
+struct RegisteredPlugin: Sendable {
+    let name: String
+    let policy: GatePolicy
+    let budget: MemoryBudget
+    let tallyBudget: MemoryBudget
+    /// Makes the plugin's state for one shard.
+    let makeLane: @Sendable (_ shardCount: Int) throws(SluiceError) -> any GateLane
+
+    init<Plugin: GatePlugin>(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget) {
+        self.name = handle.plugin.name
+        self.policy = handle.plugin.policy
+        self.budget = budget
+        self.tallyBudget = tallyBudget
+        self.makeLane = { (shardCount: Int) throws(SluiceError) -> any GateLane in
+            try PluginLane(
+                handle: handle, budget: budget.divided(by: shardCount), tallyBudget: tallyBudget.divided(by: shardCount))
+        }
+    }
+}
+
+extension MemoryBudget {
+    /// This budget split evenly over `parts` shards.
+    func divided(by parts: Int) -> MemoryBudget {
+        MemoryBudget(
+            entries: entries.map { max(1, $0 / parts) },
+            bytes: bytes.map { max(1, $0 / parts) },
+            extraBytesPerKey: extraBytesPerKey)
+    }
 }

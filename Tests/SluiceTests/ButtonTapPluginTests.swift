@@ -1,14 +1,17 @@
 import Sluice
 import SluiceButtonTap
+import SluiceLineProtocol
 import SluicePluginTesting
 import Testing
 
-/// ButtonTap on a manual clock, without sockets.
+/// ButtonTap and its line codec on a manual clock, without sockets.
 @Suite struct ButtonTapPluginTests {
-    private func harness(window: Duration = .seconds(1)) throws -> PluginHarness {
+    private func harness(window: Duration = .seconds(1)) throws -> LineHarness {
         var plugins = PluginRegistry()
-        try plugins.register(ButtonTapPlugin(window: window))
-        return try PluginHarness(plugins: plugins)
+        var verbs = LineVerbs()
+        let tap = try plugins.register(ButtonTapPlugin(window: window))
+        try verbs.register(TapLineCodec(tap.plugin), for: tap)
+        return try LineHarness(plugins: plugins, verbs: verbs)
     }
 
     @Test func firstTapInAWindowRunsTheOthersAreThrottledToItsEnd() async throws {

@@ -1,11 +1,13 @@
 import Sluice
+import SluiceLineProtocol
 import SluicePluginTesting
 import SluiceTestSupport
 import Testing
 
-/// A plugin written outside `Plugins/`, against the public API of `Sluice` only: `SAVE <doc>
-/// <text>` autosaves a document at most once per 500 ms, and the latest edit of a window is
-/// saved when the window ends (a leading + trailing throttle).
+/// A plugin written outside `Plugins/`, against the public API only: a document is autosaved at
+/// most once per 500 ms, and the latest edit of a window is saved when the window ends (a
+/// leading + trailing throttle). The plugin is domain only; `SaveLineCodec` is its line front:
+/// `SAVE <doc> <text>` → `OK saved=<bytes>`.
 struct AutosavePlugin: GatePlugin {
     struct Edit: Sendable {
         let document: String
@@ -13,41 +15,74 @@ struct AutosavePlugin: GatePlugin {
     }
 
     let name = "save"
-    let verb = "SAVE"
-    let policy = GatePolicy.throttle(try! ThrottleOptions(interval: .milliseconds(500), leading: true, trailing: true))
+    let policy: GatePolicy
     let saves = PluginCounter("saves")
 
-    func parse(_ arguments: Substring) throws(RequestError) -> Edit {
+    init() throws {
+        policy = .throttle(try ThrottleOptions(interval: .milliseconds(500), leading: true, trailing: true))
+    }
+
+    func key(for input: Edit) -> String { input.document }
+
+    func run(_ input: Edit, context: EffectContext) async throws -> Int {
+        try await context.sleep(for: .milliseconds(10))  // the disk
+        saves.increment()
+        return input.text.utf8.count
+    }
+}
+
+struct SaveLineCodec: LineCodec {
+    typealias Plugin = AutosavePlugin
+
+    let verb = "SAVE"
+    let counters: [PluginCounter]
+
+    init(_ plugin: AutosavePlugin) {
+        counters = [plugin.saves]
+    }
+
+    func decode(_ arguments: Substring) throws(RequestError) -> AutosavePlugin.Edit {
         guard let space = arguments.firstIndex(of: " "), let document = RequestLine.key(arguments[..<space]) else {
             throw .usage
         }
         let text = arguments[arguments.index(after: space)...]
         guard !text.isEmpty else { throw .invalid("empty-edit", message: "nothing to save") }
-        return Edit(document: document, text: String(text))
+        return AutosavePlugin.Edit(document: document, text: String(text))
     }
 
-    func key(for input: Edit) -> String { input.document }
+    func encode(_ output: Int, _ info: RunInfo, into reply: inout LineReply) {
+        reply.append("OK saved=")
+        reply.append(output)
+    }
+}
 
-    func handle(_ input: Edit, context: EffectContext) async throws -> Int {
-        try await context.sleep(for: .milliseconds(10))  // the disk
-        saves.increment()
-        return input.text.utf8.count
+/// A codec that tries to write what a one-line reply cannot hold.
+struct LeakyLineCodec: LineCodec {
+    typealias Plugin = AutosavePlugin
+
+    let verb = "LEAK"
+
+    func decode(_ arguments: Substring) throws(RequestError) -> AutosavePlugin.Edit {
+        AutosavePlugin.Edit(document: "doc", text: String(arguments))
     }
 
-    func reply(for output: Int) -> PluginReply { PluginReply("OK saved=\(output)") }
-
-    var counters: [PluginCounter] { [saves] }
+    func encode(_ output: Int, _ info: RunInfo, into reply: inout LineReply) {
+        reply.append("OK first line\n999 OK forged")
+    }
 }
 
 @Suite struct ExamplePluginTests {
-    private func registry() throws -> PluginRegistry {
+    private func registry() throws -> (PluginRegistry, LineVerbs, PluginHandle<AutosavePlugin>) {
         var plugins = PluginRegistry()
-        try plugins.register(AutosavePlugin())
-        return plugins
+        var verbs = LineVerbs()
+        let save = try plugins.register(AutosavePlugin())
+        try verbs.register(SaveLineCodec(save.plugin), for: save)
+        return (plugins, verbs, save)
     }
 
     @Test func leadingAndTrailingThrottleOnAManualClock() async throws {
-        let harness = try PluginHarness(plugins: registry())
+        let (plugins, verbs, _) = try registry()
+        let harness = try LineHarness(plugins: plugins, verbs: verbs)
         defer { harness.shutdown() }
         let client = await harness.connect()
         await client.send("1 SAVE doc a")  // leading: runs
@@ -67,7 +102,8 @@ struct AutosavePlugin: GatePlugin {
     }
 
     @Test func aDueTimerIsDeliveredBeforeAnEventOfTheSameIteration() async throws {
-        let harness = try PluginHarness(plugins: registry())
+        let (plugins, verbs, _) = try registry()
+        let harness = try LineHarness(plugins: plugins, verbs: verbs)
         defer { harness.shutdown() }
         let client = await harness.connect()
         await client.send("1 SAVE doc a")
@@ -82,31 +118,60 @@ struct AutosavePlugin: GatePlugin {
         #expect(client.takeReplies() == ["3 OK saved=3"])
     }
 
+    @Test func theSamePluginThroughTheTypedAPI() async throws {
+        let (plugins, _, save) = try registry()
+        let harness = try GateHarness(plugins: plugins)
+        defer { harness.shutdown() }
+        let ticket = await harness.gate.start(harness.gate.request(save, AutosavePlugin.Edit(document: "d", text: "hello")))
+        await harness.advance(by: .milliseconds(10))
+        #expect(await ticket.outcome.output == 5)
+    }
+
     @Test func registersAndRunsOverRealSockets() async throws {
+        let (plugins, verbs, _) = try registry()
         let group = try EventLoopGroup(loopCount: 2, namePrefix: "example")
         defer { group.shutdownGracefully() }
-        let server = try GateServer(
-            group: group, configuration: GateConfiguration(tcp: TCPConfiguration(port: 0)), plugins: registry())
+        let gate = try Gate(group: group, plugins: plugins)
+        let server = try LineServer(gate: gate, verbs: verbs, configuration: LineConfiguration(tcp: TCPConfiguration(port: 0)))
         let port = try await server.start()
         let client = try LineClient(port: port)
         try client.send("1 save notes hello\n2 SAVE notes hello world\n")
-        #expect(try client.readLine() == "1 OK saved=5")
-        #expect(try client.readLine() == "2 OK saved=11")  // trailing, ~500 ms later
-        await server.drain()
+        #expect(try await client.readLine() == "1 OK saved=5")
+        #expect(try await client.readLine() == "2 OK saved=11")  // trailing, ~500 ms later
+        await server.stopAccepting()
+        await gate.shutdown()
     }
 
-    @Test func theRegistryRefusesClashingPlugins() throws {
-        var plugins = try registry()
+    @Test func aCodecCannotForgeASecondReplyLine() async throws {
+        var plugins = PluginRegistry()
+        let save = try plugins.register(AutosavePlugin())
+        var verbs = LineVerbs()
+        try verbs.register(LeakyLineCodec(), for: save)
+        let harness = try LineHarness(plugins: plugins, verbs: verbs)
+        defer { harness.shutdown() }
+        let client = await harness.connect()
+        await client.send("1 LEAK x")
+        await harness.advance(by: .milliseconds(10))
+        #expect(client.takeReplies() == ["1 ERR bad-reply"])
+    }
+
+    @Test func theRegistriesRefuseClashingNamesAndVerbs() throws {
+        var (plugins, verbs, save) = try registry()
         #expect(throws: GateError.self) { try plugins.register(AutosavePlugin()) }
-        struct Ping: GatePlugin {
-            let name = "ping"
+        #expect(throws: GateError.self) { try verbs.register(SaveLineCodec(save.plugin), for: save) }
+        struct Ping: LineCodec {
+            typealias Plugin = ProbePlugin<String>
             let verb = "ping"
-            let policy = GatePolicy.unrestricted
-            func parse(_ arguments: Substring) throws(RequestError) -> String { "" }
-            func key(for input: String) -> String { input }
-            func handle(_ input: String, context: EffectContext) async throws -> String { input }
-            func reply(for output: String) -> PluginReply { "OK" }
+            func decode(_ arguments: Substring) throws(RequestError) -> Probe { Probe(key: "k") }
+            func encode(_ output: String, _ info: RunInfo, into reply: inout LineReply) {}
         }
-        #expect(throws: GateError.self) { try plugins.register(Ping()) }
+        let probe = try plugins.register(ProbePlugin("other", policy: .unrestricted, immediate))
+        do {
+            try verbs.register(Ping(), for: probe)
+            Issue.record("PING is the server's own verb")
+        } catch {
+            #expect(error.code == .reservedVerb)
+        }
+        #expect(throws: GateError.self) { try plugins.register(ProbePlugin("", policy: .unrestricted, immediate)) }
     }
 }

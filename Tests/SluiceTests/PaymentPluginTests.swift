@@ -1,14 +1,18 @@
 import Sluice
+import SluiceLineProtocol
 import SluicePayment
 import SluicePluginTesting
 import Testing
 
-/// Payment on a manual clock, without sockets.
+/// Payment and its line codec on a manual clock, without sockets.
 @Suite struct PaymentPluginTests {
-    private func harness(latency: Duration = .milliseconds(20), budget: MemoryBudget = .bytes(1 << 20)) throws -> PluginHarness {
+    private func harness(latency: Duration = .milliseconds(20), budget: MemoryBudget = .bytes(1 << 20)) throws -> LineHarness {
         var plugins = PluginRegistry()
-        try plugins.register(PaymentPlugin(retention: .seconds(60), processor: SimulatedProcessor(latency: latency)), budget: budget)
-        return try PluginHarness(plugins: plugins)
+        var verbs = LineVerbs()
+        let pay = try plugins.register(
+            PaymentPlugin(retention: .seconds(60), processor: SimulatedProcessor(latency: latency)), budget: budget)
+        try verbs.register(PayLineCodec(pay.plugin), for: pay)
+        return try LineHarness(plugins: plugins, verbs: verbs)
     }
 
     private func charge(of reply: String?) -> String? {

@@ -1,14 +1,17 @@
 import Sluice
+import SluiceLineProtocol
 import SluicePluginTesting
 import SluiceSearch
 import Testing
 
-/// Search (debounce + switch-latest) on a manual clock, without sockets.
+/// Search (debounce + switch-latest) and its line codec on a manual clock, without sockets.
 @Suite struct SearchPluginTests {
-    private func harness() throws -> PluginHarness {
+    private func harness() throws -> LineHarness {
         var plugins = PluginRegistry()
-        try plugins.register(SearchPlugin(quiet: .milliseconds(100), maxWait: .milliseconds(300), latency: .milliseconds(30)))
-        return try PluginHarness(plugins: plugins)
+        var verbs = LineVerbs()
+        let search = try plugins.register(SearchPlugin(quiet: .milliseconds(100), maxWait: .milliseconds(300), latency: .milliseconds(30)))
+        try verbs.register(SearchLineCodec(search.plugin), for: search)
+        return try LineHarness(plugins: plugins, verbs: verbs)
     }
 
     @Test func aBurstRunsOnlyItsLastSearch() async throws {

@@ -1,0 +1,389 @@
+import Logging
+import ServiceLifecycle
+import SluiceCore
+import SluiceLibevent
+import Synchronization
+
+/// The one entry point of Sluice: embedders and every front submit typed requests here and get
+/// typed ``GateOutcome``s back.
+///
+/// A gate runs over an ``EventLoopGroup`` with one shard per loop; it opens no socket of its
+/// own. A key belongs to one shard (chosen by a stable hash of the key), so every request for a
+/// key is decided on that shard's loop thread, in order. Its sweeps of idle keys start with it.
+///
+/// Two ways to call:
+/// - ``submit(_:)`` (`async`) from any task: one hop to the key's loop and back.
+/// - ``submitNow(_:later:)`` from code already running on the key's loop (libevent callbacks,
+///   fronts): no hop and no task; an outcome known at once is returned, allocation-free on the
+///   hot paths.
+///
+/// ```swift
+/// var plugins = PluginRegistry()
+/// let tap = try plugins.register(ButtonTapPlugin())
+/// let gate = try Gate(group: group, plugins: plugins)
+/// switch await gate.submit(tap, "user42") {
+/// case .ran(let count, _): print("tap \(count)")
+/// case .throttled(let retryAfter): print("again in \(retryAfter)")
+/// default: break
+/// }
+/// await gate.shutdown()
+/// ```
+///
+/// As a swift-service-lifecycle `Service`, ``run()`` waits for a graceful shutdown and then
+/// drains (see ``shutdown(gracePeriod:)``); put it first in a `ServiceGroup` so that fronts stop
+/// accepting before it drains.
+public final class Gate: Service, Sendable {
+    /// The loops.
+    public let group: EventLoopGroup
+    /// The options.
+    public let options: GateOptions
+    /// The root cancellation scope (the server).
+    public let rootScope: GateScope
+    @usableFromInline let shards: [GateShard]
+    let plugins: [RegisteredPlugin]
+    @usableFromInline let registry: RegistryIdentity
+    private let counters = GateCounters()
+    @usableFromInline let lifecycle = Atomic<UInt8>(Lifecycle.running)
+    private let shutdownBegun = Atomic<Bool>(false)
+    private let nextScopeID = Atomic<UInt64>(1)
+    private let logger: Logger
+
+    @usableFromInline
+    enum Lifecycle {
+        @usableFromInline static let running: UInt8 = 0
+        @usableFromInline static let draining: UInt8 = 1
+        @usableFromInline static let stopped: UInt8 = 2
+    }
+
+    /// Creates a gate over `group` running `plugins`, and starts its sweeps.
+    ///
+    /// - Parameter clock: makes each shard's clock from its loop (tests pass a manual one).
+    /// - Throws: ``GateError`` for bad options or a plugin budget too small for its table.
+    public init(
+        group: EventLoopGroup,
+        plugins: PluginRegistry,
+        options: GateOptions = GateOptions(),
+        logger: Logger = Logger(label: "sluice.gate"),
+        clock: @Sendable (EventLoop) -> any GateClock = { LoopGateClock(loop: $0) }
+    ) throws(GateError) {
+        try options.validate()
+        self.group = group
+        self.options = options
+        self.plugins = plugins.plugins
+        self.registry = plugins.identity
+        self.logger = logger
+        self.rootScope = GateScope(id: 0, parent: nil)
+        let counters = self.counters
+        var shards: [GateShard] = []
+        for (index, loop) in group.loops.enumerated() {
+            do {
+                shards.append(
+                    try GateShard(
+                        loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins,
+                        shardCount: group.loops.count, options: options, counters: counters))
+            } catch {
+                throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+            }
+        }
+        self.shards = shards
+        for shard in shards {
+            shard.loop.executeIfRunning { shard.startSweeping() }
+        }
+    }
+
+    // MARK: - Keys
+
+    /// The index of the loop (in ``group``) that owns `key`: a stable hash of its bytes, the
+    /// same in every process.
+    @inlinable
+    public func shardIndex(forKey key: String) -> Int {
+        Int(StableHash.of(key) % UInt64(shards.count))
+    }
+
+    /// The loop that owns `key`.
+    public func loop(forKey key: String) -> EventLoop {
+        shards[shardIndex(forKey: key)].loop
+    }
+
+    /// Whether the gate takes new requests (it stops when a shutdown begins).
+    @inlinable
+    public var isAcceptingRequests: Bool {
+        lifecycle.load(ordering: .acquiring) == Lifecycle.running
+    }
+
+    // MARK: - Requests
+
+    /// Prepares a request: computes its key and the loop that owns it.
+    ///
+    /// - Parameters:
+    ///   - id: the effect ID it runs under; the plugin's name when `nil`.
+    ///   - scope: the scope its caller waits in; the root when `nil`.
+    /// - Precondition: `plugin` was registered in the registry this gate was made from.
+    @inlinable
+    public func request<Plugin: GatePlugin>(
+        _ plugin: PluginHandle<Plugin>, _ input: Plugin.Input, id: EffectID? = nil, in scope: GateScope? = nil
+    ) -> GateRequest<Plugin> {
+        precondition(plugin.registry === registry, "the plugin handle comes from another registry than this gate's")
+        let key = plugin.plugin.key(for: input)
+        let shard = shardIndex(forKey: key)
+        return GateRequest(
+            plugin: plugin, input: input, key: key, effectID: id ?? plugin.effectID, scope: scope ?? rootScope,
+            loop: shards[shard].loop, shardIndex: shard)
+    }
+
+    /// Decides about `request` without suspending. Call on `request.loop`.
+    ///
+    /// - Parameter later: called at most once, only when the outcome is not known before this
+    ///   returns, to make the completion that will receive it (on `request.loop`). Nothing is
+    ///   allocated for an outcome known at once.
+    /// - Returns: the outcome when it is known at once (throttled, limited, replayed, mismatch,
+    ///   busy, an effect that finished without suspending, …), or `nil` when it will come
+    ///   through the completion.
+    @inlinable
+    public func submitNow<Plugin: GatePlugin>(
+        _ request: GateRequest<Plugin>,
+        later: @Sendable () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
+    ) -> GateOutcome<Plugin.Output>? {
+        request.loop.preconditionInEventLoop()
+        guard isAcceptingRequests else { return .shuttingDown }
+        return shards[request.shardIndex].submit(request, later: later)
+    }
+
+    /// Submits `request` from any task and waits for its outcome. If the awaiting task is
+    /// cancelled, the request leaves at once with ``CancellationReason/callerCancelled`` (an
+    /// idempotent execution runs on and stores its result; a shared one is cancelled only when
+    /// no waiter remains).
+    public func submit<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
+        guard isAcceptingRequests else { return .shuttingDown }
+        let waiter = OutcomeWaiter<Plugin.Output>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<GateOutcome<Plugin.Output>, Never>) in
+                waiter.install(continuation)
+                self.enqueue(request, for: waiter)
+            }
+        } onCancel: {
+            waiter.leave(reason: .callerCancelled)
+        }
+    }
+
+    /// Submits a request for `input` (see ``request(_:_:id:in:)``) and waits for its outcome.
+    public func submit<Plugin: GatePlugin>(
+        _ plugin: PluginHandle<Plugin>, _ input: Plugin.Input, id: EffectID? = nil, in scope: GateScope? = nil
+    ) async -> GateOutcome<Plugin.Output> {
+        await submit(request(plugin, input, id: id, in: scope))
+    }
+
+    /// Submits `request` and returns once the gate has registered it (so a cancel issued after
+    /// this returns reaches it); await ``GateTicket/outcome`` for the result.
+    public func start<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateTicket<Plugin.Output> {
+        let waiter = OutcomeWaiter<Plugin.Output>()
+        guard isAcceptingRequests else {
+            waiter.resolve(.shuttingDown)
+            return GateTicket(waiter: waiter)
+        }
+        if request.loop.inEventLoop {
+            enqueueOnLoop(request, for: waiter)
+        } else {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let accepted = request.loop.executeIfRunning {
+                    self.enqueueOnLoop(request, for: waiter)
+                    continuation.resume()
+                }
+                if !accepted {
+                    waiter.resolve(.shuttingDown)
+                    continuation.resume()
+                }
+            }
+        }
+        return GateTicket(waiter: waiter)
+    }
+
+    /// Starts a request for `input` (see ``request(_:_:id:in:)`` and ``start(_:)``).
+    public func start<Plugin: GatePlugin>(
+        _ plugin: PluginHandle<Plugin>, _ input: Plugin.Input, id: EffectID? = nil, in scope: GateScope? = nil
+    ) async -> GateTicket<Plugin.Output> {
+        await start(request(plugin, input, id: id, in: scope))
+    }
+
+    private func enqueue<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
+        if request.loop.inEventLoop {
+            enqueueOnLoop(request, for: waiter)
+        } else if !request.loop.executeIfRunning({ self.enqueueOnLoop(request, for: waiter) }) {
+            waiter.resolve(.shuttingDown)
+        }
+    }
+
+    private func enqueueOnLoop<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
+        guard isAcceptingRequests else {
+            waiter.resolve(.shuttingDown)
+            return
+        }
+        let shard = shards[request.shardIndex]
+        if let outcome = shard.submit(request, later: { { waiter.resolve($0) } }) {
+            waiter.resolve(outcome)
+        } else {
+            waiter.registered(shard: shard, lane: request.plugin.index, token: shard.lastSubmittedToken)
+        }
+    }
+
+    // MARK: - Scopes and cancellation
+
+    /// Opens a scope below `parent` (the root when `nil`): a connection, a session, a screen.
+    public func openScope(in parent: GateScope? = nil) -> GateScope {
+        GateScope(id: nextScopeID.wrappingAdd(1, ordering: .relaxed).newValue, parent: parent ?? rootScope)
+    }
+
+    /// Closes `scope` and every scope below it: every request waiting in them leaves, on every
+    /// loop (see ``CancellationReason/scopeClosed``), and later requests in them are cancelled at
+    /// once. Shards on the calling loop act before this returns; the others right after. The
+    /// root scope closes only with ``shutdown(gracePeriod:)``.
+    public func close(_ scope: GateScope) {
+        guard !scope.isRoot else { return }
+        let held = scope.markClosed()
+        for shard in shards where GateScope.bits(held, include: shard.index) {
+            let id = scope.id
+            if shard.loop.inEventLoop {
+                shard.closeScope(id)
+            } else {
+                shard.loop.executeIfRunning { shard.closeScope(id) }
+            }
+        }
+    }
+
+    /// Cancels every request and execution under `id` in `scope` and below it (every scope when
+    /// it is the root), pending or running. Returns how many executions that cancelled.
+    @discardableResult
+    public func cancel(id: EffectID, in scope: GateScope) async -> Int {
+        let held = scope.isRoot ? UInt64.max : scope.heldBy
+        let target: UInt64? = scope.isRoot ? nil : scope.id
+        var cancelled = 0
+        for shard in shards where GateScope.bits(held, include: shard.index) {
+            cancelled += await perform(on: shard) { $0.cancel(id: id, inScope: target) } ?? 0
+        }
+        return cancelled
+    }
+
+    /// ``cancel(id:in:)`` with any `Hashable & Sendable` ID.
+    @discardableResult
+    public func cancel(id: some Hashable & Sendable, in scope: GateScope) async -> Int {
+        await cancel(id: EffectID(id), in: scope)
+    }
+
+    /// Cancels the requests and executions of `key` under `id` (every ID when `nil`), in every
+    /// scope. Returns how many executions that cancelled.
+    @discardableResult
+    public func cancel(id: EffectID?, key: String) async -> Int {
+        await perform(on: shards[shardIndex(forKey: key)]) { $0.cancel(id: id, key: key) } ?? 0
+    }
+
+    /// ``cancel(id:key:)`` without suspending. Call on the key's loop.
+    @discardableResult
+    public func cancelNow(id: EffectID?, key: String) -> Int {
+        let shard = shards[shardIndex(forKey: key)]
+        shard.loop.preconditionInEventLoop()
+        return shard.cancel(id: id, key: key)
+    }
+
+    // MARK: - Statistics
+
+    /// Executions cancelled so far.
+    public var cancelledCount: Int { counters.cancelled.current }
+
+    /// A snapshot over every shard.
+    public func statistics() async -> GateStatistics {
+        var statistics = GateStatistics(cancelled: counters.cancelled.current)
+        for shard in shards {
+            let snapshot = await perform(on: shard) { shard in
+                (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats)
+            }
+            guard let snapshot else { continue }
+            statistics.keys += snapshot.0
+            statistics.executions += snapshot.1
+            statistics.waiters += snapshot.2
+            statistics.scopes += snapshot.3
+            for (index, stats) in snapshot.4.enumerated() {
+                guard let stats else { continue }
+                let name = plugins[index].name
+                var total = statistics.tables[name] ?? KeyTableStats()
+                total.inserted += stats.inserted
+                total.evicted += stats.evicted
+                total.expired += stats.expired
+                total.refused += stats.refused
+                total.refusedCharges += stats.refusedCharges
+                statistics.tables[name] = total
+            }
+        }
+        return statistics
+    }
+
+    // MARK: - Shutting down
+
+    /// Stops taking requests (they get ``GateOutcome/shuttingDown``), waits up to `gracePeriod`
+    /// (on the gate's clock; ``GateOptions/shutdownGracePeriod`` when `nil`) for held and
+    /// running effects to end, then cancels what is left and answers it with
+    /// ``CancellationReason/shutdown``, and stops the sweeps. The loops keep running: shut the
+    /// group down after. Calling it again returns at once.
+    public func shutdown(gracePeriod: Duration? = nil) async {
+        guard !shutdownBegun.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let grace = gracePeriod ?? options.shutdownGracePeriod
+        logger.info("draining", metadata: ["grace": "\(grace)"])
+        let signal = DrainSignal(shards: shards.count)
+        // The grace period is measured on the gate's clock from here, before requests are
+        // refused: whoever sees the gate refusing knows the deadline is set.
+        var timer: (any GateTimer)?
+        if grace > .zero {
+            timer = await perform(on: shards[0]) { shard in
+                shard.clock.schedule(at: shard.clock.now + grace) { signal.graceOver() }
+            }
+        }
+        if timer == nil { signal.graceOver() }
+        lifecycle.store(Lifecycle.draining, ordering: .releasing)
+        for shard in shards where await perform(on: shard, { $0.beginDrain(signal) }) == nil {
+            signal.shardIsIdle()
+        }
+        await signal.wait()
+        timer?.cancel()
+        for shard in shards {
+            _ = await perform(on: shard) { $0.finishDrain() }
+        }
+        lifecycle.store(Lifecycle.stopped, ordering: .releasing)
+        logger.info("drained")
+    }
+
+    /// The swift-service-lifecycle entry point: waits for a graceful shutdown, then drains
+    /// (``shutdown(gracePeriod:)``). The group is the caller's to shut down.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Runs `body` with `shard` on its loop: at once when called there, else after one hop.
+    /// `nil` when the loop has stopped.
+    func perform<Result: Sendable>(
+        on shard: GateShard, _ body: @escaping @Sendable (GateShard) -> Result
+    ) async -> Result? {
+        if shard.loop.inEventLoop { return body(shard) }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Result?, Never>) in
+            let accepted = shard.loop.executeIfRunning {
+                continuation.resume(returning: body(shard))
+            }
+            if !accepted { continuation.resume(returning: nil) }
+        }
+    }
+}
+
+/// Counters over every shard of a ``Gate``.
+public struct GateStatistics: Sendable, Hashable {
+    /// Keys held in the plugins' policy tables.
+    public var keys = 0
+    /// Executions held or running.
+    public var executions = 0
+    /// Requests waiting for a result.
+    public var waiters = 0
+    /// Scopes holding requests (the roots not counted).
+    public var scopes = 0
+    /// Executions cancelled so far.
+    public var cancelled: Int
+    /// Each plugin's policy table counters, by plugin name.
+    public var tables: [String: KeyTableStats] = [:]
+}

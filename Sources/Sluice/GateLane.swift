@@ -1,0 +1,48 @@
+import SluiceCore
+
+/// One plugin's state in one shard, with its types erased: what the shard asks of every plugin
+/// without knowing its input and output (cancellations, timers, sweeps, statistics, drain).
+///
+/// Every method runs on the loop of the shard that holds the lane.
+@usableFromInline
+protocol GateLane: AnyObject {
+    /// Cancels what a scope entry names: an execution (`isExecution`), or a waiting request,
+    /// which then leaves its execution. Returns whether an execution was cancelled by this call.
+    func cancelEntry(_ token: EventToken, isExecution: Bool, reason: CancellationReason, shard: GateShard) -> Bool
+    /// The policy timer of `key` fired.
+    func timerFired(key: String, shard: GateShard)
+    /// Drops up to `maxEntries` examined idle entries of each table.
+    func sweep(now: Instant, maxEntries: Int)
+    /// Adds `amount` to `key`'s tally and returns the new count.
+    func incrementTally(key: String, by amount: Int, now: Instant) -> Int
+    /// Cancels every execution and answers every waiting request at once (the gate shuts down).
+    func drain(reason: CancellationReason, shard: GateShard)
+    /// Keys held in the policy's table.
+    var keyCount: Int { get }
+    /// Executions held or running.
+    var executionCount: Int { get }
+    /// Requests waiting for a result.
+    var waiterCount: Int { get }
+    /// The policy table's counters, if the policy keeps a table.
+    var tableStats: KeyTableStats? { get }
+}
+
+extension GateLane {
+    /// The tag a scope entry of this lane carries: the lane's index and whether the entry names
+    /// an execution (shared executions live in the key's scope) or a waiting request.
+    @inlinable
+    static func tag(lane: Int, isExecution: Bool) -> UInt32 {
+        UInt32(lane) << 1 | (isExecution ? 1 : 0)
+    }
+}
+
+/// Reads a scope entry's tag back.
+struct EntryTag {
+    let lane: Int
+    let isExecution: Bool
+
+    init(_ tag: UInt32) {
+        lane = Int(tag >> 1)
+        isExecution = tag & 1 == 1
+    }
+}

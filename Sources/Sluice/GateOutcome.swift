@@ -1,0 +1,98 @@
+import SluiceCore
+
+/// What became of one request: everything a front needs to answer it.
+///
+/// Fronts turn outcomes into bytes (a reply line, an HTTP status with header fields and a body);
+/// the gate itself never renders text.
+public enum GateOutcome<Output: Sendable>: Sendable {
+    /// The effect ran and returned `output` — executed for this request, replayed from an
+    /// idempotency record, or shared with the request that led it (``RunInfo/source``).
+    case ran(Output, RunInfo)
+    /// The effect threw `error` (the error itself, typed as the effect threw it). For idempotent
+    /// plugins that cache errors, a replay gives the stored error back.
+    case failed(any Error, RunInfo)
+    /// A throttle or debounce dropped the request; the key can be tried again after `retryAfter`.
+    case throttled(retryAfter: Duration)
+    /// A rate limit refused the request (``RateLimitDecision/retryAfter`` is `nil` when its cost
+    /// can never fit).
+    case limited(RateLimitDecision)
+    /// A newer request for the key replaced this one before it ran.
+    case superseded
+    /// The request was cancelled before it produced a result.
+    case cancelled(CancellationReason)
+    /// The idempotency record was used with another payload (HTTP 422).
+    case mismatch
+    /// The same idempotent request is running and the plugin refuses concurrent duplicates
+    /// (HTTP 409).
+    case conflict
+    /// A table or budget that refuses rather than evicts is full: nothing ran.
+    case busy
+    /// The gate is shutting down and takes no new requests.
+    case shuttingDown
+}
+
+extension GateOutcome {
+    /// The output, when the effect ran (executed, replayed or joined).
+    public var output: Output? {
+        if case .ran(let output, _) = self { return output }
+        return nil
+    }
+
+    /// How the request got its result, when it has one (``ran(_:_:)`` or ``failed(_:_:)``).
+    public var runInfo: RunInfo? {
+        switch self {
+        case .ran(_, let info), .failed(_, let info): info
+        default: nil
+        }
+    }
+}
+
+/// How a request that got a result got it.
+public struct RunInfo: Sendable, Hashable {
+    /// Where the result came from.
+    public enum Source: Sendable, Hashable {
+        /// This request's own execution.
+        case executed
+        /// An idempotency record stored by an earlier execution.
+        case replayed
+        /// An execution another request led, which this one joined while it ran (idempotent
+        /// duplicates, single-flight waiters).
+        case joined
+    }
+
+    /// Where the result came from.
+    public var source: Source
+    /// For rate-limited plugins, the limiter's state after this request.
+    public var rateLimit: RateLimitDecision?
+
+    /// Creates run information.
+    public init(source: Source, rateLimit: RateLimitDecision? = nil) {
+        self.source = source
+        self.rateLimit = rateLimit
+    }
+
+    /// This request's own execution, no rate limit.
+    public static let executed = RunInfo(source: .executed)
+    /// A replay of a stored result.
+    public static let replayed = RunInfo(source: .replayed)
+    /// A result shared with the request that led the execution.
+    public static let joined = RunInfo(source: .joined)
+}
+
+/// Why a request was cancelled.
+public enum CancellationReason: Sendable, Hashable {
+    /// `cancel(id:…)` named it (by scope or by key).
+    case requested
+    /// A newer request for the key replaced its running effect (switch-latest).
+    case replaced
+    /// Its scope closed (its connection or session ended).
+    case scopeClosed
+    /// The task awaiting it was cancelled.
+    case callerCancelled
+    /// The gate shut down before it finished.
+    case shutdown
+    /// Its key's state was evicted from a full table while it waited, so it can never run.
+    case evicted
+    /// The effect threw `CancellationError` although nothing cancelled it.
+    case byEffect
+}

@@ -1,0 +1,44 @@
+import Sluice
+
+/// How a ``LineServer`` listens, and the limits of the verbs it answers itself.
+public struct LineConfiguration: Sendable, Hashable {
+    /// Sockets, line length, watermarks, idle timeout.
+    public var tcp: TCPConfiguration
+    /// `ECHO` lines allowed per second per connection (GCRA, sustained).
+    public var echoRate: Int
+    /// `ECHO` lines a connection may send back to back before the rate applies.
+    public var echoBurst: Int
+
+    /// The configuration `sluice-echo` starts with.
+    public init(tcp: TCPConfiguration = TCPConfiguration(), echoRate: Int = 10_000, echoBurst: Int = 1_000) {
+        self.tcp = tcp
+        self.echoRate = echoRate
+        self.echoBurst = echoBurst
+    }
+
+    /// The per-connection `ECHO` limit: at most `echoBurst` back to back, `echoRate` per second.
+    public func echoLimit() throws(GateError) -> RateLimitOptions {
+        guard echoRate >= 1 else {
+            throw GateError(code: .invalidConfiguration, message: "the echo rate must be at least 1 per second", value: "\(echoRate)")
+        }
+        guard echoBurst >= 1 else {
+            throw GateError(code: .invalidConfiguration, message: "the echo burst must be at least 1", value: "\(echoBurst)")
+        }
+        do {
+            // GCRA's burst counts the requests beyond the first (redis-cell's max_burst).
+            return try RateLimitOptions(count: echoRate, per: .seconds(1), burst: echoBurst - 1)
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: "\(echoRate)/s burst \(echoBurst)")
+        }
+    }
+
+    /// Checks every option.
+    public func validate() throws(GateError) {
+        do {
+            try tcp.validate()
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: error.input)
+        }
+        _ = try echoLimit()
+    }
+}

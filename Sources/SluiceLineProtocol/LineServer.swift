@@ -1,0 +1,116 @@
+import Logging
+import Metrics
+import ServiceLifecycle
+import Sluice
+import Synchronization
+
+/// The line-protocol front: a TCP server on the gate's loops whose connections speak
+/// `<id> <VERB> [<args>]`, with `PING`, `ECHO` (rate-limited per connection), `CANCEL` and
+/// `STATS` answered here and every other verb routed to its plugin through its ``LineCodec``.
+///
+/// Run it as a swift-service-lifecycle `Service` after the ``Gate`` in the same `ServiceGroup`:
+/// on a graceful shutdown it stops accepting; the gate then drains, and open connections get
+/// `ERR shutting-down` for new requests while it does.
+public final class LineServer: Service, Sendable {
+    /// The gate the verbs go to.
+    public let gate: Gate
+    /// The configuration.
+    public let configuration: LineConfiguration
+    /// The plugin verbs.
+    public let verbs: LineVerbs
+    let echoLimit: RateLimitOptions
+    let logger: Logger
+    private let openConnections = Atomic<Int>(0)
+    private let bound = Mutex<TCPServer?>(nil)
+    private let onBound: @Sendable (Int) async -> Void
+    private let requestCounter = Counter(label: "sluice_line_requests_total")
+
+    /// Creates a server; ``run()`` (or ``start()``) binds it.
+    ///
+    /// - Parameter onBound: called with the bound port once the server listens.
+    /// - Throws: ``GateError`` for a bad configuration.
+    public init(
+        gate: Gate,
+        verbs: LineVerbs,
+        configuration: LineConfiguration = LineConfiguration(),
+        logger: Logger = Logger(label: "sluice.line"),
+        onBound: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws(GateError) {
+        try configuration.validate()
+        self.gate = gate
+        self.verbs = verbs
+        self.configuration = configuration
+        self.echoLimit = try configuration.echoLimit()
+        self.logger = logger
+        self.onBound = onBound
+    }
+
+    // MARK: - Running
+
+    /// Binds a listener on every loop of the gate's group; returns the bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        let server = try await TCPServer.bind(group: gate.group, configuration: configuration.tcp) { [self] connection in
+            LineSession(server: self, connection: connection)
+        }
+        bound.withLock { $0 = server }
+        logger.info(
+            "listening",
+            metadata: [
+                "host": "\(configuration.tcp.host)", "port": "\(server.port)", "loops": "\(gate.group.loops.count)",
+                "verbs": "\(verbs.verbs.joined(separator: ","))",
+            ])
+        return server.port
+    }
+
+    /// Stops accepting connections; open ones stay open.
+    public func stopAccepting() async {
+        if let server = bound.withLock({ $0 }) {
+            await server.stopAccepting()
+        }
+    }
+
+    /// The swift-service-lifecycle entry point: listen, wait for a graceful shutdown, stop
+    /// accepting.
+    public func run() async throws {
+        let port = try await start()
+        await onBound(port)
+        try? await gracefulShutdown()
+        logger.info("no longer accepting connections")
+        await stopAccepting()
+    }
+
+    /// A protocol session over another transport (tests, embedding): feed it lines on the
+    /// transport's loop. Call ``LineSession/opened()`` first and ``LineSession/closed()`` last.
+    public func makeSession(transport: any SessionTransport) -> LineSession {
+        LineSession(server: self, connection: transport)
+    }
+
+    // MARK: - State shared with the sessions
+
+    func connectionOpened() {
+        openConnections.add(1, ordering: .relaxed)
+    }
+
+    func connectionClosed() {
+        openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    func countRequest() {
+        requestCounter.increment()
+    }
+
+    /// The number of open sessions.
+    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
+
+    /// The `STATS` line's details: every verb's counters in registration order, then
+    /// `cancelled`, `keys` and `connections`.
+    public func statisticsLine() async -> String {
+        let statistics = await gate.statistics()
+        var fields = verbs.routes.flatMap(\.counters).map { "\($0.name)=\($0.current)" }
+        fields.append("cancelled=\(statistics.cancelled)")
+        fields.append("keys=\(statistics.keys)")
+        fields.append("connections=\(connectionCount)")
+        return fields.joined(separator: " ")
+    }
+}

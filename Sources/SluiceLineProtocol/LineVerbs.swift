@@ -1,0 +1,60 @@
+import Sluice
+
+/// The plugin verbs a line server answers, each a ``LineCodec`` bound to a registered plugin,
+/// in registration order (which is also the order of their counters in `STATS`).
+///
+/// ```swift
+/// var plugins = PluginRegistry()
+/// let tap = try plugins.register(ButtonTapPlugin())
+/// var verbs = LineVerbs()
+/// try verbs.register(TapLineCodec(), for: tap)
+/// ```
+public struct LineVerbs: Sendable {
+    /// Verbs the server answers itself.
+    public static let reservedVerbs: Set<String> = ["PING", "ECHO", "CANCEL", "STATS"]
+
+    private(set) var routes: [LineRoute] = []
+
+    /// No verbs.
+    public init() {}
+
+    /// Adds `codec`'s verb for `plugin`'s requests.
+    ///
+    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the verb (or the plugin) is
+    ///   taken, `.reservedVerb` for a verb the server answers itself, `.invalidPlugin` for an
+    ///   empty or malformed verb.
+    public mutating func register<Codec: LineCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(GateError) {
+        let verb = codec.verb.uppercased()
+        guard !verb.isEmpty, verb.utf8.count <= 32, verb.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw GateError(code: .invalidPlugin, message: "a verb is 1 to 32 visible ASCII characters", value: codec.verb)
+        }
+        guard !Self.reservedVerbs.contains(verb) else {
+            throw GateError(code: .reservedVerb, message: "the server answers this verb itself", value: verb)
+        }
+        if routes.contains(where: { $0.verb == verb || $0.name == plugin.name }) {
+            throw GateError(code: .duplicatePlugin, message: "this verb or plugin has a route already", value: "\(verb)/\(plugin.name)")
+        }
+        routes.append(LineRoute(codec: codec, plugin: plugin, verb: verb))
+    }
+
+    /// The verbs, in registration order.
+    public var verbs: [String] { routes.map(\.verb) }
+}
+
+/// One verb's route: its codec and plugin with their types erased.
+struct LineRoute: Sendable {
+    let verb: String
+    /// The plugin's name: the effect ID `CANCEL` names.
+    let name: String
+    let isCancellable: Bool
+    let counters: [PluginCounter]
+    let handle: @Sendable (LineSession, UnsafeRawBufferPointer, RequestLine.Parsed) -> Void
+
+    init<Codec: LineCodec>(codec: Codec, plugin: PluginHandle<Codec.Plugin>, verb: String) {
+        self.verb = verb
+        self.name = plugin.name
+        self.isCancellable = codec.isCancellable
+        self.counters = codec.counters
+        self.handle = { session, line, parsed in session.route(line, parsed, codec: codec, plugin: plugin) }
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import SluiceEmbeddingExample
+import Synchronization
+import Testing
+
+/// The embedding example compiles, runs, and is what the README shows.
+@Suite struct EmbeddingExampleTests {
+    @Test func itRunsAndReportsEveryOutcome() async throws {
+        let lines = Mutex<[String]>([])
+        try await EmbeddingExample.run { line in lines.withLock { $0.append(line) } }
+        #expect(lines.withLock { $0 } == [
+            "tap 1: ran, tap number 1",
+            "tap 2: throttled",
+            "payment: executed, retry: replayed, same charge: true",
+            "payment with another amount: mismatch",
+            "search: cancelled (requested)",
+            "limit 1: allowed, remaining 1",
+            "limit 2: allowed, remaining 0",
+            "limit 3: limited, retry within 10 s",
+            "page: feed-0,feed-1,feed-2, loads: 1, second joined: true",
+        ])
+    }
+
+    @Test func theReadmeShowsTheExamplesCode() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = try String(
+            contentsOf: root.appendingPathComponent("Examples/Embedding/Sources/SluiceEmbeddingExample/EmbeddingExample.swift"),
+            encoding: .utf8)
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "## Embedding Sluice"))
+        let rest = readme[section.upperBound...]
+        let open = try #require(rest.range(of: "```swift\n"))
+        let close = try #require(rest[open.upperBound...].range(of: "```"))
+        #expect(String(rest[open.upperBound..<close.lowerBound]) == example)
+    }
+}
