@@ -11,7 +11,7 @@
 #   Examples/Baselines/echo-compare.sh [--rounds 4] [--lines 2000000] [--connections 16]
 #       [--depth 16] [--line-bytes 64] [--client c-load|sluice-load] [--baseline-load verbatim|raw]
 #
-# When sluice-echo speaks the line protocol (issue 4: `0 PING` → `0 PONG`), it is driven through
+# When sluice-echo speaks the line protocol (`0 PING` → `0 PONG`), it is driven through
 # the gate with sluice-load `--mix echo=1` (`<id> ECHO <text>`, text sized so the request line is
 # about --line-bytes) and its ECHO rate limit lifted; the client is then always sluice-load.
 # c-echo gets the very same request lines (`--verbatim-echo`: its `<id> ECHO <text>` reply counts

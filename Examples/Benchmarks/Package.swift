@@ -67,9 +67,21 @@ let package = Package(
                 .product(name: "Sluice", package: "Sluice"),
                 .product(name: "SluiceButtonTap", package: "Sluice"),
                 .product(name: "SluicePayment", package: "Sluice"),
+                .product(name: "SluiceLineProtocol", package: "Sluice"),
             ],
             path: "Benchmarks/GateBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
+        // MARK: One gate path in a loop, for profilers
+        .executableTarget(
+            name: "gate-profile",
+            dependencies: [
+                .product(name: "Sluice", package: "Sluice"),
+                .product(name: "SluiceButtonTap", package: "Sluice"),
+                .product(name: "SluicePayment", package: "Sluice"),
+            ],
+            path: "Sources/GateProfile"
         ),
 
         // MARK: Key-table memory (RSS measurements)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load-test script (issue 5): builds release, starts sluice-echo and the baselines (C
+# The load-test script: builds release, starts sluice-echo and the baselines (C
 # libevent echo, SwiftNIO echo), runs the scenarios with sluice-load, stops everything it
 # started, and writes BENCHMARKS.md (plus latency.png when python3 with matplotlib is there).
 #
@@ -14,7 +14,7 @@
 #      sluice-echo and c-echo: the machine's own latency floor beside ours.
 #   4. PAY storm: --dup-ratio 0.5 across 200 connections (zero double charges).
 #   5. 1,000,000-key zipf run with the server's RSS before and after.
-# Scenarios 2-5 need the line protocol (issue 4); against a server that only echoes raw lines
+# Scenarios 2-5 need the line protocol; against a server that only echoes raw lines
 # they are reported as skipped.
 set -euo pipefail
 
@@ -93,7 +93,7 @@ hz="$(getconf CLK_TCK)"
 
 echo_port="$(free_port)"
 echo_args=(--port "$echo_port" --loops 1 --log-level warning)
-# With the gate (issue 4) ECHO has a per-connection rate limit; lift it for throughput runs.
+# With the gate, ECHO has a per-connection rate limit; lift it for throughput runs.
 if "$bin/sluice-echo" --help 2>&1 | grep -q -- '--echo-rate'; then
     echo_args+=(--echo-rate 1000000000 --echo-burst 1000000000)
 fi
@@ -112,7 +112,7 @@ wait_for_port "$echo_port"
 wait_for_port "$c_port"
 wait_for_port "$nio_port"
 
-# Does sluice-echo speak the line protocol (issue 4) or echo raw lines (issue 2)?
+# Does sluice-echo speak the line protocol or echo raw lines?
 probe="$( (printf '0 PING\n'; sleep 0.3) | nc -q1 127.0.0.1 "$echo_port" 2>/dev/null | head -n1 || true)"
 if [[ "$probe" == "0 PONG" ]]; then protocol=true; else protocol=false; fi
 log "sluice-echo answers '0 PING' with '$probe' (line protocol: $protocol)"
@@ -247,7 +247,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     if [[ "$protocol" != true ]]; then
         echo "## 2–5. Protocol scenarios"
         echo
-        echo "Skipped: they need the line protocol of issue 4 (mixed workload, open loop, PAY storm, 1M-key zipf)."
+        echo "Skipped: they need the line protocol (mixed workload, open loop, PAY storm, 1M-key zipf)."
     else
         echo "## 2. Mixed workload, 50 connections × depth 8"
         echo

@@ -44,7 +44,7 @@ public struct CheckResult: Sendable, Hashable, Codable {
     }
 }
 
-/// The correctness checks of issue 5: every request got exactly one reply, PAY charges (from
+/// The correctness checks of a load run: every request got exactly one reply, PAY charges (from
 /// `STATS`) equal the unique (key, idem) pairs sent, no unexpected `ERR`; plus replies that
 /// match their requests, only statuses the protocol allows, and connections that stayed open.
 public enum CorrectnessChecks {

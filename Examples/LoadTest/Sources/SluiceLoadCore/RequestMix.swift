@@ -6,7 +6,7 @@ public struct RequestMix: Sendable, Hashable, CustomStringConvertible {
     public let totalWeight: Int
     private let cumulative: [Int]
 
-    /// The default mix of issue 5.
+    /// The default mix: mostly ECHO, with TAP, PAY and SEARCH.
     public static let standard = try! RequestMix(parsing: "echo=70,tap=10,pay=10,search=10")
 
     /// Parses `verb=weight` pairs separated by commas. Verbs are `echo`, `tap`, `pay`,

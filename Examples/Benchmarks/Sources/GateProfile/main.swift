@@ -1,0 +1,52 @@
+import Sluice
+import SluiceButtonTap
+import SluicePayment
+
+// Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
+// Usage: gate-profile throttled|runs|replay [count]
+let arguments = CommandLine.arguments
+let mode = arguments.count > 1 ? arguments[1] : "throttled"
+let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
+let group = try EventLoopGroup(loopCount: 1, namePrefix: "profile")
+var plugins = PluginRegistry()
+let tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
+let pay = try plugins.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
+let gate = try Gate(group: group, plugins: plugins)
+let taps = (0..<(mode == "runs" ? count : 1_000)).map { gate.request(tap, mode == "runs" ? "fresh:\($0)" : "user:\($0)") }
+let pays = (0..<1_000).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0)", idem: "idem-\($0)", amount: 100)) }
+/// Submits `count` requests on the loop in one job; prints the time per request.
+func run<P: GatePlugin>(_ requests: [GateRequest<P>], _ count: Int, report: Bool = true) async {
+    let elapsed = await group.loops[0].submit { () -> Duration in
+        let start = ContinuousClock.now
+        requests.withUnsafeBufferPointer { buffer in
+            for index in 0..<count { _ = gate.submitNow(buffer[index % buffer.count], later: { { _ in } }) }
+        }
+        return ContinuousClock.now - start
+    }
+    if report, count > 0 {
+        print("\(mode): \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per request")
+    }
+}
+switch mode {
+case "task":
+    // The floor of an effect: an empty task started immediately on the loop.
+    let loop = group.loops[0]
+    let elapsed = await loop.submit { () -> Duration in
+        let start = ContinuousClock.now
+        for _ in 0..<count {
+            Task.immediate(executorPreference: loop) { @concurrent () async -> Void in }
+        }
+        return ContinuousClock.now - start
+    }
+    print("task: \(Double(elapsed.components.attoseconds / 1_000_000_000) / Double(count)) ns per Task.immediate")
+case "runs":
+    await run(taps, count)
+case "replay":
+    await run(pays, pays.count, report: false)
+    while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+    await run(pays, count)
+default:
+    await run(taps, taps.count, report: false)
+    await run(taps, count)
+}
+group.shutdownGracefully()
