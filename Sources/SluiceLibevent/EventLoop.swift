@@ -552,7 +552,7 @@ private struct LoopThreadState {
     var resources: [ObjectIdentifier: any LoopResource] = [:]
 }
 
-/// `evthread_use_pthreads()` must run once before any base exists (DESIGN §7).
+/// `evthread_use_pthreads()` must run once before any base exists.
 private enum LibeventThreading {
     static let enabled: Bool = {
         evthread_use_pthreads() == 0
