@@ -269,6 +269,13 @@ public final class Gate: Service, Sendable {
         await cancel(id: EffectID(id), in: scope)
     }
 
+    /// Cancels every request and execution under `id`, in every scope (TCA's `.cancel(id:)`).
+    /// Returns how many executions that cancelled.
+    @discardableResult
+    public func cancel(id: some Hashable & Sendable) async -> Int {
+        await cancel(id: EffectID(id), in: rootScope)
+    }
+
     /// Cancels the requests and executions of `key` under `id` (every ID when `nil`), in every
     /// scope. Returns how many executions that cancelled.
     @discardableResult

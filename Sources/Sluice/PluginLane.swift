@@ -133,6 +133,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// `submit` returned (a task that never suspended).
     @usableFromInline @exclusivity(unchecked) var submitting: EventToken?
     @usableFromInline @exclusivity(unchecked) var immediate: GateOutcome<Output>?
+    /// The execution that ended while `launch` was starting its task, if any.
+    @usableFromInline @exclusivity(unchecked) var endedSynchronously: EventToken?
 
     init(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget) throws(SluiceError) {
         self.handle = handle
@@ -386,10 +388,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// otherwise gives its leading waiter the completion `later` makes.
     @inlinable
     func launchAndWait(_ token: EventToken, later: @Sendable () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
-        guard let leader = executions.update(token, { $0.leader }) else { return .cancelled(.requested) }
-        submitting = leader
         immediate = nil
-        launch(token, shard: shard)
+        guard let leader = launch(token, shard: shard) else { return .cancelled(.requested) }
         submitting = nil
         if let outcome = immediate.take() {
             return outcome
@@ -398,16 +398,21 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         return nil
     }
 
-    /// Starts a held execution's task.
+    /// Starts a held execution's task. Returns the request that leads it, or `nil` if it was not
+    /// held. While the task runs synchronously, that request is the one `submit` answers with
+    /// the outcome, if the effect ends before it suspends.
     @inlinable
-    func launch(_ token: EventToken, shard: GateShard) {
+    @discardableResult
+    func launch(_ token: EventToken, shard: GateShard) -> EventToken? {
         // Read what the task needs in place, and mark the execution running.
-        let started = executions.update(token) { execution -> (key: String, input: Plugin.Input, effectID: EffectID)? in
+        let started = executions.update(token) {
+            execution -> (key: String, input: Plugin.Input, effectID: EffectID, leader: EventToken)? in
             guard case .held = execution.state else { return nil }
             execution.state = .running
-            return (execution.key, execution.input, execution.effectID)
+            return (execution.key, execution.input, execution.effectID, execution.leader)
         }
-        guard let started = started ?? nil else { return }
+        guard let started = started ?? nil else { return nil }
+        submitting = started.leader
         if cancelInFlight, let replaced = switchLatest.start(token, key: started.key, effect: started.effectID),
             replaced != token
         {
@@ -418,6 +423,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         let storage = handle.storage
         let input = started.input
         let context = EffectContext(key: started.key, effectID: started.effectID, shard: shard, lane: index)
+        endedSynchronously = nil
         // Nonisolated and immediate: the effect starts on this thread now, and one that never
         // suspends has ended before `launch` returns. Its continuations run on the key's loop.
         let task = Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
@@ -430,7 +436,10 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
         }
         // An effect that never suspended has already ended (and is gone).
-        executions.update(token) { $0.task = task }
+        if endedSynchronously != token {
+            executions.update(token) { $0.task = task }
+        }
+        return started.leader
     }
 
     /// An execution's task returned: store its result if the policy keeps one, and answer its
@@ -438,6 +447,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @inlinable
     func effectEnded(_ token: EventToken, result: Result<Output, any Error>, shard: GateShard) {
         guard let execution = executions.remove(token) else { return }
+        endedSynchronously = token
         release(Self.executionBytes)
         shard.executionEnded()
         if cancelInFlight { switchLatest.finished(token, key: execution.key, effect: execution.effectID) }
@@ -607,7 +617,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .run(let token):
             guard let execution = executions[token], case .held = execution.state else { return }
             if cancelInFlight { cancelRunning(key: key, effectID: execution.effectID, shard: shard) }
+            // Its waiters have their completions already: nothing is answered through `submit`.
             launch(token, shard: shard)
+            submitting = nil
         case .reschedule(let deadline):
             armTimer(key: key, at: deadline, shard: shard)
         case .none:

@@ -199,16 +199,19 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// - Throws: ``SluiceError/Code/unknownScope`` if `scope` is closed.
     @inlinable
     public mutating func register(_ token: EffectToken, id: EffectID, key: Key, in scope: ScopeID, tag: UInt32 = 0) throws(SluiceError) {
-        guard let node = scopes[scope] else { throw Self.unknown(scope) }
-        precondition(!effects.contains(token), "ScopeTree.register: \(token) is already registered")
+        // The scope's head becomes this effect; `nil` when the scope is closed.
+        guard let nextInScope = scopes.update(scope, { node -> EffectToken? in
+            defer { node.firstEffect = token }
+            return node.firstEffect
+        }) else { throw Self.unknown(scope) }
+        assert(!effects.contains(token), "ScopeTree.register: \(token) is already registered")
         let nextForKey = keyHeads.updateValue(token, forKey: key)
         if let nextForKey { effects.update(nextForKey) { $0.previousForKey = token } }
-        if let nextInScope = node.firstEffect { effects.update(nextInScope) { $0.previousInScope = token } }
-        scopes.update(scope) { $0.firstEffect = token }
+        if let nextInScope { effects.update(nextInScope) { $0.previousInScope = token } }
         effects.set(
             Effect(
                 scope: scope, key: key, id: id, state: .pending, tag: tag,
-                previousInScope: nil, nextInScope: node.firstEffect,
+                previousInScope: nil, nextInScope: nextInScope,
                 previousForKey: nil, nextForKey: nextForKey),
             for: token)
     }
@@ -321,13 +324,16 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
         }
         if let next = effect.nextForKey { effects.update(next) { $0.previousForKey = effect.previousForKey } }
         guard let scope = effect.scope else { return }
+        if let next = effect.nextInScope { effects.update(next) { $0.previousInScope = effect.previousInScope } }
         if let previous = effect.previousInScope {
             effects.update(previous) { $0.nextInScope = effect.nextInScope }
-        } else {
-            scopes.update(scope) { $0.firstEffect = effect.nextInScope }
+        } else if scopes.update(scope, { node -> Bool in
+            node.firstEffect = effect.nextInScope
+            return node.removeWhenEmpty && node.isEmpty
+        }) == true {
+            // Its last effect: the scope closes by itself (and maybe its ancestors).
+            removeIfEmpty(scope, removedScope)
         }
-        if let next = effect.nextInScope { effects.update(next) { $0.previousInScope = effect.previousInScope } }
-        removeIfEmpty(scope, removedScope)
     }
 
     // MARK: - Walking

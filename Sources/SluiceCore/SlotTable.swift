@@ -40,15 +40,16 @@ public struct SlotTable<Key: Hashable, Value> {
     /// Stores `value` for `key`, replacing any value it had.
     @inlinable
     public mutating func set(_ value: Value, for key: Key) {
-        if let slot = index[key] {
-            slots.withUnsafeMutableBufferPointer { $0[Int(slot)] = value }
-            return
-        }
-        if let slot = free.popLast() {
-            slots.withUnsafeMutableBufferPointer { $0[Int(slot)] = value }
-            index[key] = slot
+        // One hash for a new key: claim a slot, then index it (giving the slot back if the key
+        // had one already).
+        let fresh = free.popLast() ?? Int32(slots.count)
+        if let existing = index.updateValue(fresh, forKey: key) {
+            index[key] = existing
+            if fresh < slots.count { free.append(fresh) }
+            slots.withUnsafeMutableBufferPointer { $0[Int(existing)] = value }
+        } else if fresh < slots.count {
+            slots.withUnsafeMutableBufferPointer { $0[Int(fresh)] = value }
         } else {
-            index[key] = Int32(slots.count)
             slots.append(value)
         }
     }

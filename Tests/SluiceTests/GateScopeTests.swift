@@ -38,6 +38,22 @@ import Testing
         #expect(await elsewhere.outcome.output == "elsewhere")
     }
 
+    @Test func cancelByIDAloneReachesEveryScopeOnEveryLoop() async throws {
+        let (harness, probe) = try harness(loops: 2)
+        defer { harness.shutdown() }
+        let gate = harness.gate
+        let session = gate.openScope()
+        var tickets: [GateTicket<String>] = []
+        for n in 0..<6 {
+            tickets.append(await gate.start(gate.request(probe, Probe(key: "k\(n)"), id: EffectID(CancelID.upload), in: n < 3 ? session : nil)))
+        }
+        let kept = await gate.start(gate.request(probe, Probe(key: "k0", payload: "kept"), id: EffectID(CancelID.search)))
+        #expect(await gate.cancel(id: CancelID.upload) == 6)
+        for ticket in tickets { #expect(await ticket.outcome.kind == "cancelled(requested)") }
+        await harness.advance(by: .seconds(1))
+        #expect(await kept.outcome.output == "kept")
+    }
+
     @Test func cancelByKeyReachesEveryScopeButOnlyThatID() async throws {
         let (harness, probe) = try harness(loops: 2)
         defer { harness.shutdown() }
