@@ -1,6 +1,7 @@
 import SluiceCore
 import SluiceLibevent
 import Synchronization
+import SluiceTestSupport
 import Testing
 
 /// Server side for these tests: per line, writes what the line asks for.
@@ -51,20 +52,13 @@ private final class CollectingHandler: TCPConnectionHandler, Sendable {
 
     /// Waits (up to 5 s) until `count` lines arrived; returns them.
     func waitForLines(_ count: Int) async throws -> [String] {
-        for _ in 0..<1000 {
-            let current = lines.withLock { $0 }
-            if current.count >= count { return current }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await pollUntil(seconds: 5) { lines.withLock { $0.count >= count } }
         return lines.withLock { $0 }
     }
 
     func waitForClose() async throws -> TCPConnection.CloseReason? {
-        for _ in 0..<1000 {
-            if let reason = closed.withLock({ $0 }) { return reason }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        return nil
+        try await pollUntil(seconds: 5) { closed.withLock { $0 } != nil }
+        return closed.withLock { $0 }
     }
 }
 

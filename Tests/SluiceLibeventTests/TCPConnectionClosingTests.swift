@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import SluiceCore
 import SluiceLibevent
@@ -72,14 +73,18 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
     /// Replies of a read batch go straight to the socket when they fit: whether they did must
     /// not change which of the batch's lines are handled after `closeAfterFlush()`.
     @Test func linesAfterCloseAfterFlushAreDroppedWhateverTheSocketTook() async throws {
-        try await withClosingServer { server, _ in
+        try await withClosingServer { server, log in
             let small = try LineClient(port: server.port)
             try small.send("close-after bye\nafter\n")
             #expect(await linesUntilClose(small) == ["bye"])
             // 12 MB first: the socket takes part of the batch, the rest waits in the output.
             let large = try LineClient(port: server.port)
             try large.send("big\nclose-after bye\nafter\n")
-            try await Task.sleep(for: .milliseconds(300))
+            // Read only once the server holds output the socket did not take.
+            try await pollUntil {
+                guard let connection = log.connections.withLock({ $0.count == 2 ? $0[1] : nil }) else { return false }
+                return await connection.loop.submit { connection.pendingOutputBytes > 0 }
+            }
             #expect(await linesUntilClose(large) == ["bye"])
         }
     }
@@ -87,8 +92,9 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
     /// A reset noticed by the write at the end of a read batch is reported as a reset.
     @Test func aResetSeenByTheBatchWriteIsReportedAsAReset() async throws {
         try await withClosingServer { server, log in
+            // Closed once, below, with a reset: a second close here could close a descriptor
+            // another test running in parallel has been given since.
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = UInt16(server.port).bigEndian
@@ -99,20 +105,24 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
                 }
             }
             #expect(connected == 0)
-            for _ in 0..<200 where log.connections.withLock({ $0.isEmpty }) {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await pollUntil { log.connections.withLock { !$0.isEmpty } }
             let connection = try #require(log.connections.withLock { $0.first })
-            // Hold the loop so the request and the reset both arrive before the read.
-            connection.loop.execute { usleep(300_000) }
-            try await Task.sleep(for: .milliseconds(20))
+            // Hold the loop until the request and the reset have both arrived, so that one read
+            // sees both: the reply's write at the end of that batch meets the reset.
+            let held = Atomic<Bool>(false)
+            let release = DispatchSemaphore(value: 0)
+            connection.loop.execute {
+                held.store(true, ordering: .releasing)
+                release.wait()
+            }
+            try await pollUntil { held.load(ordering: .acquiring) }
             _ = "x\n".withCString { send(fd, $0, 2, Int32(MSG_NOSIGNAL)) }
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
             close(fd)
-            for _ in 0..<400 where await server.connectionCount() > 0 {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            // Loopback delivers both segments within the calls above.
+            release.signal()
+            try await pollUntil { await server.connectionCount() == 0 }
             #expect(log.events.withLock { $0 } == ["closed error(\(ECONNRESET))"])
         }
     }
@@ -124,18 +134,11 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
         try await withClosingServer(configure: { $0.idleTimeout = .milliseconds(200) }) { server, log in
             let client = try LineClient(port: server.port)
             try client.send("big\n")
-            var paused = false
-            for _ in 0..<200 {
-                if let connection = log.connections.withLock({ $0.first }) {
-                    paused = await connection.loop.submit { connection.isReadingPaused }
-                    if paused { break }
-                }
-                try await Task.sleep(for: .milliseconds(5))
+            try await pollUntil {
+                guard let connection = log.connections.withLock({ $0.first }) else { return false }
+                return await connection.loop.submit { connection.isReadingPaused }
             }
-            #expect(paused)
-            for _ in 0..<600 where await server.connectionCount() > 0 {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await pollUntil { await server.connectionCount() == 0 }
             #expect(log.events.withLock { $0 } == ["closed idleTimeout"])
         }
     }

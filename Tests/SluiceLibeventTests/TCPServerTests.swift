@@ -129,15 +129,10 @@ private func withEchoServer(
                 }
             }
             sender.start()
-            var paused = false
-            for _ in 0..<1_500 {
-                if let connection = observations.connections.withLock({ $0.first }) {
-                    paused = await connection.loop.submit { connection.isReadingPaused }
-                    if paused { break }
-                }
-                try await Task.sleep(for: .milliseconds(10))
+            try await pollUntil(seconds: 15) {
+                guard let connection = observations.connections.withLock({ $0.first }) else { return false }
+                return await connection.loop.submit { connection.isReadingPaused }
             }
-            #expect(paused)
             // Now drain: reading resumes below the low watermark and every echo arrives in order.
             var received = 0
             while received < lines {
@@ -171,10 +166,7 @@ private func withEchoServer(
                 #expect(try await client.readLine() == "bye")
             }
             // The client is gone; wait until the server has seen it.
-            for _ in 0..<200 where await server.connectionCount() > 0 {
-                try await Task.sleep(for: .milliseconds(5))
-            }
-            #expect(await server.connectionCount() == 0)
+            try await pollUntil { await server.connectionCount() == 0 }
             #expect(observations.closeReasons.withLock { $0 } == [.endOfStream])
         }
     }

@@ -2,6 +2,7 @@ import Sluice
 import SluiceButtonTap
 import SluicePluginTesting
 import Synchronization
+import SluiceTestSupport
 import Testing
 
 /// Sweeps, shard choice, tallies and the drain, with no listener anywhere.
@@ -101,16 +102,4 @@ import Testing
         release.withLock { $0 }?.resume()
         try await pollUntil { resumed.load(ordering: .acquiring) }
     }
-}
-
-/// Polls `condition` until it holds, for up to `seconds` of wall time. Between tries it pauses
-/// for a millisecond, so that polling does not take the CPU from the loops it waits for; what a
-/// test checks depends on the condition and the deadline only, never on the pause.
-func pollUntil(seconds: Int = 10, _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(1))
-    }
-    Issue.record("condition not met in \(seconds) s")
 }

@@ -1,6 +1,7 @@
 import Sluice
 import SluicePayment
 import SluicePluginTesting
+import SluiceTestSupport
 import Testing
 
 /// Caller-chosen effect IDs and cancellation scopes, as TCA users know them.

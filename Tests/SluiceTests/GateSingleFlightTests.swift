@@ -1,6 +1,7 @@
 import Sluice
 import SluicePage
 import SluicePluginTesting
+import SluiceTestSupport
 import Testing
 
 /// Single-flight through the typed API: joiners share one execution, which is cancelled only
