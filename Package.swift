@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "SluiceTesting", dependencies: ["SluiceCore"]),
         .target(
             name: "SluiceLibevent",
-            dependencies: ["CLibevent", "CSluiceShims", "SluiceCore"]
+            dependencies: ["CLibevent", "CSluiceShims", "SluiceCore", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Sluice",

@@ -74,6 +74,24 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout-s"), help: "Close a connection that sends nothing, or reads none of its pending replies, for this many seconds (0: never).")
     var idleTimeoutSeconds = 300
 
+    @Option(name: .customLong("line-timeout-s"), help: "Close a connection whose line is not complete this many seconds after its first byte (0: never).")
+    var lineTimeoutSeconds = 10
+
+    @Option(name: .customLong("max-connections"), help: "Open connections allowed; more are answered '- ERR too-many-connections' and closed (0: no cap).")
+    var maxConnections = 10_000
+
+    @Option(name: .customLong("max-in-flight"), help: "Requests per connection whose replies are still to come; at the cap the connection stops reading until one is answered.")
+    var maxInFlight = 128
+
+    @Option(name: .customLong("output-high-kib"), help: "Reply bytes a connection may leave unread before it stops reading, in KiB (it reads again below a quarter of that).")
+    var outputHighKibibytes = 64
+
+    @Option(name: .customLong("connection-buffers-mib"), help: "Bytes all connections may hold in their buffers together, in MiB; over it, connections stop reading until it drains.")
+    var connectionBuffersMebibytes = 256
+
+    @Option(name: .customLong("pay-records-per-key"), help: "PAY: new payments one account may open back to back, and as many more per --pay-retention-s; past that its new payments get ERR busy (0: no quota).")
+    var payRecordsPerKey = PaymentPlugin.defaultRecordsPerKey
+
     @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (least recently used keys are evicted).")
     var tapTableMebibytes = 64
 
@@ -109,6 +127,12 @@ struct SluiceEcho: AsyncParsableCommand {
             "--search-max-wait-ms must be at least --search-quiet-ms (got \(searchMaxWaitMilliseconds))")
         try require(searchLatencyMilliseconds >= 0, "--search-latency-ms must be 0 or more (got \(searchLatencyMilliseconds))")
         try require(idleTimeoutSeconds >= 0, "--idle-timeout-s must be 0 or more (got \(idleTimeoutSeconds))")
+        try require(lineTimeoutSeconds >= 0, "--line-timeout-s must be 0 or more (got \(lineTimeoutSeconds))")
+        try require(maxConnections >= 0, "--max-connections must be 0 or more (got \(maxConnections))")
+        try require(maxInFlight >= 1, "--max-in-flight must be at least 1 (got \(maxInFlight))")
+        try require(outputHighKibibytes >= 1, "--output-high-kib must be at least 1 (got \(outputHighKibibytes))")
+        try require(connectionBuffersMebibytes >= 1, "--connection-buffers-mib must be at least 1 (got \(connectionBuffersMebibytes))")
+        try require(payRecordsPerKey >= 0, "--pay-records-per-key must be 0 or more (got \(payRecordsPerKey))")
         try require(limitRate >= 1, "--limit-rate must be at least 1 (got \(limitRate))")
         try require(limitPeriodMilliseconds >= 1, "--limit-period-ms must be at least 1 (got \(limitPeriodMilliseconds))")
         try require(limitBurst >= 0, "--limit-burst must be 0 or more (got \(limitBurst))")
@@ -135,9 +159,15 @@ struct SluiceEcho: AsyncParsableCommand {
         LineConfiguration(
             tcp: TCPConfiguration(
                 host: host, port: port, maximumLineLength: maxLine,
-                idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds)),
+                outputHighWatermark: outputHighKibibytes << 10,
+                outputLowWatermark: (outputHighKibibytes << 10) / 4,
+                idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds),
+                lineTimeout: lineTimeoutSeconds == 0 ? nil : .seconds(lineTimeoutSeconds),
+                maximumConnections: maxConnections == 0 ? nil : maxConnections,
+                connectionBufferBudget: connectionBuffersMebibytes << 20),
             echoRate: echoRate,
-            echoBurst: echoBurst)
+            echoBurst: echoBurst,
+            maximumInFlight: maxInFlight)
     }
 
     /// Registers every built-in plugin with the gate's registry and its codec with the line
@@ -152,6 +182,7 @@ struct SluiceEcho: AsyncParsableCommand {
         let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),
+                recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
                 processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
             budget: .bytes(payTableMebibytes << 20))
         try verbs.register(PayLineCodec(pay.plugin), for: pay)

@@ -13,6 +13,22 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// A connection that sends nothing for this long, or takes none of the output waiting for
     /// it for this long, is closed; `nil` never closes one.
     public var idleTimeout: Duration?
+    /// A line must be complete (its LF arrived) within this long of its first byte, or the
+    /// connection is closed: progress counts, not bytes, so a peer trickling a byte at a time
+    /// cannot hold a connection. Time a connection spends paused (its replies not read, or
+    /// its requests in flight at their cap) does not count. `nil` sets no limit.
+    public var lineTimeout: Duration?
+    /// Open connections allowed over all loops; a connection over the cap gets the server's
+    /// refusal bytes and is closed at once. `nil` sets no cap.
+    public var maximumConnections: Int?
+    /// Bytes all of the server's connections may hold in their buffers together (input read
+    /// but not yet handled, output not yet sent). Over it, every connection stops reading
+    /// until the total is back under it. `nil` sets no budget.
+    public var connectionBufferBudget: Int?
+    /// How long accepting pauses after the system refused a new connection for want of
+    /// descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`); it doubles while the
+    /// refusals go on, up to 16 times this.
+    public var acceptBackoff: Duration
     /// The listen backlog.
     public var backlog: Int
 
@@ -21,9 +37,13 @@ public struct TCPConfiguration: Sendable, Hashable {
         host: String = "127.0.0.1",
         port: Int = 7070,
         maximumLineLength: Int = 8192,
-        outputHighWatermark: Int = 1 << 20,
-        outputLowWatermark: Int = 256 << 10,
+        outputHighWatermark: Int = 64 << 10,
+        outputLowWatermark: Int = 16 << 10,
         idleTimeout: Duration? = .seconds(300),
+        lineTimeout: Duration? = .seconds(10),
+        maximumConnections: Int? = 10_000,
+        connectionBufferBudget: Int? = 256 << 20,
+        acceptBackoff: Duration = .milliseconds(50),
         backlog: Int = 1024
     ) {
         self.host = host
@@ -32,6 +52,10 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.outputHighWatermark = outputHighWatermark
         self.outputLowWatermark = outputLowWatermark
         self.idleTimeout = idleTimeout
+        self.lineTimeout = lineTimeout
+        self.maximumConnections = maximumConnections
+        self.connectionBufferBudget = connectionBufferBudget
+        self.acceptBackoff = acceptBackoff
         self.backlog = backlog
     }
 
@@ -48,6 +72,12 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("outputLowWatermark must be 0 or more and below outputHighWatermark", outputLowWatermark)
         }
         if let idleTimeout, idleTimeout <= .zero { try fail("idleTimeout must be positive", idleTimeout) }
+        if let lineTimeout, lineTimeout <= .zero { try fail("lineTimeout must be positive", lineTimeout) }
+        if let maximumConnections, maximumConnections < 1 { try fail("maximumConnections must be at least 1", maximumConnections) }
+        if let connectionBufferBudget, connectionBufferBudget < outputHighWatermark {
+            try fail("connectionBufferBudget must be at least outputHighWatermark", connectionBufferBudget)
+        }
+        if acceptBackoff <= .zero { try fail("acceptBackoff must be positive", acceptBackoff) }
         if backlog < 1 { try fail("backlog must be at least 1", backlog) }
     }
 }

@@ -24,6 +24,10 @@ public protocol TCPConnectionHandler: AnyObject {
     /// can still be written. The default closes the connection once its output is written;
     /// a handler with replies still to come closes it later with `closeAfterFlush()`.
     func connectionInputEnded(_ connection: TCPConnection)
+    /// A line did not complete within the configured line timeout of its first byte. The
+    /// connection closes (reason ``TCPConnection/CloseReason/lineTimeout``) once what the
+    /// handler writes now has been sent; the default writes nothing.
+    func connectionLineTimedOut(_ connection: TCPConnection)
     /// The connection is closed; nothing more will be read or written.
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason)
 }
@@ -32,6 +36,8 @@ extension TCPConnectionHandler {
     public func connectionInputEnded(_ connection: TCPConnection) {
         connection.closeAfterFlush()
     }
+
+    public func connectionLineTimedOut(_ connection: TCPConnection) {}
 }
 
 /// One accepted TCP connection, on a libevent bufferevent owned by its loop.
@@ -51,6 +57,8 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         case error(Int32)
         /// Nothing arrived for the configured idle timeout.
         case idleTimeout
+        /// A line did not complete within the configured line timeout of its first byte.
+        case lineTimeout
         /// ``close()`` was called.
         case closedLocally
         /// The loop shut down.
@@ -77,6 +85,23 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         /// ``closeAfterFlush()`` was called: no more lines are handled, and the connection
         /// closes once its output is written.
         var closeWhenFlushed = false
+        /// The handler paused reading (``pauseReading()``).
+        var readPausedByHandler = false
+        /// Reading paused because the server's connections hold more buffer bytes than their
+        /// budget.
+        var readPausedForBudget = false
+        /// Whether `EV_READ` is enabled on the bufferevent.
+        var readEnabled = false
+        /// Buffer bytes last added to the server's total.
+        var reportedBufferBytes = 0
+        /// When the first byte of the incomplete line in the input arrived, if there is one.
+        var partialLineSince: Instant?
+        /// Whether the line timer is pending.
+        var lineTimerArmed = false
+        /// A job that frames input left buffered when reading resumed is queued.
+        var resumeQueued = false
+        /// Why the connection closes once flushed, when not the default.
+        var closeReason: CloseReason?
     }
 
     private var bufferEvent: OpaquePointer? {
@@ -106,6 +131,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     }
     private var inputEnded = false
     private let onClose: (TCPConnection) -> Void
+    private let accounting: ConnectionAccounting?
+    /// The line-timeout timer (a libevent timer on the loop's base), made on first use.
+    private var lineTimer: OpaquePointer?
 
     /// Whether the connection is open (loop thread only).
     public var isOpen: Bool { bufferEvent != nil }
@@ -119,6 +147,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         socket: Int32,
         remoteAddress: String,
         configuration: TCPConfiguration,
+        accounting: ConnectionAccounting? = nil,
         onClose: @escaping (TCPConnection) -> Void
     ) throws(EventLoopError) {
         loop.assertInEventLoop()
@@ -128,6 +157,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         self.configuration = configuration
         self.framer = LineFramer(maximumLineLength: configuration.maximumLineLength)
         self.onClose = onClose
+        self.accounting = accounting
         Self.setConnectionOptions(socket)
         guard let staging = evbuffer_new() else {
             evutil_closesocket(socket)
@@ -181,7 +211,8 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         loop.registerForShutdown(self)
         handler.connectionOpened(self)
         if self.bufferEvent != nil {
-            bufferevent_enable(bufferEvent, Int16(EV_READ | EV_WRITE))
+            bufferevent_enable(bufferEvent, Int16(EV_WRITE))
+            updateReading()
         }
     }
 
@@ -252,8 +283,147 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 > configuration.outputHighWatermark
         {
             readPausedForBackpressure = true
-            bufferevent_disable(bufferEvent, Int16(EV_READ))
+            updateReading()
         }
+    }
+
+    // MARK: - Pausing
+
+    /// Stops handing lines to the handler and reading from the socket until
+    /// ``resumeReading()`` (loop thread only); lines already read wait in the input. A handler
+    /// pauses, for example, while its requests in flight are at their cap.
+    public func pauseReading() {
+        loop.assertInEventLoop()
+        guard bufferEvent != nil, !hot.pointee.readPausedByHandler else { return }
+        hot.pointee.readPausedByHandler = true
+        updateReading()
+    }
+
+    /// Undoes ``pauseReading()``: lines already read are handed over (from a job of their own,
+    /// never from inside this call), then reading goes on.
+    public func resumeReading() {
+        loop.assertInEventLoop()
+        guard bufferEvent != nil, hot.pointee.readPausedByHandler else { return }
+        hot.pointee.readPausedByHandler = false
+        updateReading()
+        frameBufferedInputLater()
+    }
+
+    /// Whether the handler paused reading.
+    public var isReadingPausedByHandler: Bool { hot.pointee.readPausedByHandler }
+
+    /// Whether reading is paused for any reason: backpressure, the handler, the server's
+    /// buffer budget, or closing.
+    private var readingPaused: Bool {
+        readPausedForBackpressure || hot.pointee.readPausedByHandler || hot.pointee.readPausedForBudget
+            || closeWhenFlushed
+    }
+
+    /// Enables `EV_READ` exactly when nothing pauses reading and input has not ended.
+    private func updateReading() {
+        guard let bufferEvent else { return }
+        let wanted = !readingPaused && !inputEnded
+        guard wanted != hot.pointee.readEnabled else { return }
+        hot.pointee.readEnabled = wanted
+        if wanted {
+            bufferevent_enable(bufferEvent, Int16(EV_READ))
+        } else {
+            bufferevent_disable(bufferEvent, Int16(EV_READ))
+            // Time paused is not the peer's: the line timer restarts when reading does.
+            hot.pointee.partialLineSince = nil
+        }
+    }
+
+    /// Frames input already buffered, which no read event will announce, from a job of its
+    /// own once reading has resumed.
+    private func frameBufferedInputLater() {
+        guard let bufferEvent, !hot.pointee.resumeQueued,
+            evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
+        else { return }
+        hot.pointee.resumeQueued = true
+        loop.execute { [self] in
+            hot.pointee.resumeQueued = false
+            if !readingPaused { readable() }
+        }
+    }
+
+    // MARK: - The server's buffer budget
+
+    /// Reports this connection's buffer bytes to the server's total; pauses reading while the
+    /// total is over the budget, and checks again every few milliseconds until it is not.
+    private func accountBuffers() {
+        guard let accounting, let bufferEvent else { return }
+        let held = evbuffer_get_length(bufferevent_get_input(bufferEvent))
+            + evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
+        let delta = held - hot.pointee.reportedBufferBytes
+        hot.pointee.reportedBufferBytes = held
+        guard accounting.addBufferBytes(delta), !hot.pointee.readPausedForBudget else { return }
+        hot.pointee.readPausedForBudget = true
+        updateReading()
+        recheckBudgetLater()
+    }
+
+    private func recheckBudgetLater() {
+        _ = loop.schedule(after: .milliseconds(5)) { [self] in
+            guard bufferEvent != nil, hot.pointee.readPausedForBudget else { return }
+            if accounting?.isOverBufferBudget == true {
+                recheckBudgetLater()
+                return
+            }
+            hot.pointee.readPausedForBudget = false
+            updateReading()
+            frameBufferedInputLater()
+        }
+    }
+
+    /// Takes this connection's bytes out of the server's total (it closed).
+    private func releaseBuffers() {
+        guard let accounting, hot.pointee.reportedBufferBytes != 0 else { return }
+        _ = accounting.addBufferBytes(-hot.pointee.reportedBufferBytes)
+        hot.pointee.reportedBufferBytes = 0
+    }
+
+    // MARK: - Line timeout
+
+    /// After a batch: starts timing the incomplete line left in the input (or the overlong
+    /// line being skipped), or stops when none is left. `completedLines` says whether the
+    /// batch completed any line, so a leftover is a new line.
+    private func timeIncompleteLine(completedLines: Bool) {
+        guard let lineTimeout = configuration.lineTimeout, let bufferEvent else { return }
+        if completedLines { hot.pointee.partialLineSince = nil }
+        let incomplete = !readingPaused
+            && (framer.isSkipping || evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0)
+        guard incomplete else {
+            hot.pointee.partialLineSince = nil
+            return
+        }
+        if hot.pointee.partialLineSince == nil { hot.pointee.partialLineSince = loop.now }
+        if !hot.pointee.lineTimerArmed { armLineTimer(after: lineTimeout) }
+    }
+
+    private func armLineTimer(after delay: Duration) {
+        if lineTimer == nil {
+            lineTimer = event_new(loop.base, -1, 0, tcpConnectionLineTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        }
+        guard let lineTimer else { return }
+        var tv = timeval(duration: delay)
+        event_add(lineTimer, &tv)
+        hot.pointee.lineTimerArmed = true
+    }
+
+    fileprivate func lineTimerFired() {
+        hot.pointee.lineTimerArmed = false
+        guard bufferEvent != nil, let lineTimeout = configuration.lineTimeout,
+            let since = hot.pointee.partialLineSince, !readingPaused
+        else { return }
+        let waited = EventLoop.monotonicNow() - since
+        if waited < lineTimeout {
+            armLineTimer(after: lineTimeout - waited)
+            return
+        }
+        hot.pointee.partialLineSince = nil
+        handler?.connectionLineTimedOut(self)
+        close(afterFlushWith: .lineTimeout)
     }
 
     // MARK: - Closing
@@ -273,16 +443,26 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     /// on how the input happened to be batched.
     public func closeAfterFlush() {
         loop.assertInEventLoop()
+        close(afterFlushWith: nil)
+    }
+
+    private func close(afterFlushWith reason: CloseReason?) {
         guard bufferEvent != nil else { return }
         closeWhenFlushed = true
+        if let reason { hot.pointee.closeReason = reason }
         flushStaging()
         guard let bufferEvent else { return }
-        bufferevent_disable(bufferEvent, Int16(EV_READ))
+        updateReading()
         if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-            finish(inputEnded ? .endOfStream : .closedLocally)
+            finish(flushedCloseReason)
         } else {
             bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), 0, 0)
         }
+    }
+
+    /// Why a connection closing after its output was written closes.
+    private var flushedCloseReason: CloseReason {
+        hot.pointee.closeReason ?? (inputEnded ? .endOfStream : .closedLocally)
     }
 
     public func closeForShutdown() {
@@ -293,6 +473,11 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         guard let bufferEvent else { return }
         self.bufferEvent = nil
         evbuffer_drain(staging, evbuffer_get_length(staging))
+        releaseBuffers()
+        if let lineTimer {
+            event_free(lineTimer)
+            self.lineTimer = nil
+        }
         bufferevent_free(bufferEvent)
         loop.unregisterForShutdown(self)
         let handler = self.handler
@@ -304,16 +489,22 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     // MARK: - Callbacks (loop thread)
 
     fileprivate func readable() {
+        var completedLines = false
         repeat {
-            frameInput()
+            completedLines = frameInput() || completedLines
             flushStaging()
         } while resumeReadingIfDrained()
+        timeIncompleteLine(completedLines: completedLines)
+        accountBuffers()
     }
 
     /// Hands the buffered input's lines to the handler until it runs out, the connection
-    /// closes or reading pauses for backpressure; writes made meanwhile collect in `staging`.
-    private func frameInput() {
-        guard let bufferEvent else { return }
+    /// closes or reading pauses; writes made meanwhile collect in `staging`. Returns whether
+    /// any line (or overlong line) was handed over.
+    @discardableResult
+    private func frameInput() -> Bool {
+        guard let bufferEvent else { return false }
+        var handed = false
         let input = bufferevent_get_input(bufferEvent)
         batching = true
         defer { batching = false }
@@ -328,6 +519,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             let bytes = UnsafeRawBufferPointer(start: start, count: size)
             guard let handler else { break }
             let consumed = framer.consume(bytes) { event in
+                handed = true
                 switch event {
                 case .line(let line):
                     handler.connection(self, received: line)
@@ -336,17 +528,18 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 }
                 return self.handlesInput
             }
-            guard self.bufferEvent != nil else { return }
+            guard self.bufferEvent != nil else { return handed }
             evbuffer_drain(input, consumed)
             applyBackpressure(bufferEvent)
             if consumed == 0 { break }
         }
+        return handed
     }
 
-    /// Whether lines read are handed to the handler: open, not paused for backpressure, and
-    /// not closing after ``closeAfterFlush()``.
+    /// Whether lines read are handed to the handler: open, not paused, and not closing after
+    /// ``closeAfterFlush()``.
     private var handlesInput: Bool {
-        bufferEvent != nil && !readPausedForBackpressure && !closeWhenFlushed
+        bufferEvent != nil && !readingPaused
     }
 
     /// Resumes reading paused for backpressure once the output is at or below the low
@@ -357,22 +550,22 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             evbuffer_get_length(bufferevent_get_output(bufferEvent)) <= configuration.outputLowWatermark
         else { return false }
         readPausedForBackpressure = false
-        if !inputEnded {
-            bufferevent_enable(bufferEvent, Int16(EV_READ))
-        }
-        return evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
+        updateReading()
+        return !readingPaused && evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
     }
 
     fileprivate func writable() {
         guard let bufferEvent else { return }
         if closeWhenFlushed {
             if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-                finish(inputEnded ? .endOfStream : .closedLocally)
+                finish(flushedCloseReason)
             }
             return
         }
         if resumeReadingIfDrained() {
             readable()
+        } else {
+            accountBuffers()
         }
     }
 
@@ -381,9 +574,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         if what & BEV_EVENT_TIMEOUT != 0 {
             finish(.idleTimeout)
         } else if what & BEV_EVENT_EOF != 0 {
-            guard let bufferEvent, !inputEnded else { return }
+            guard bufferEvent != nil, !inputEnded else { return }
             inputEnded = true
-            bufferevent_disable(bufferEvent, Int16(EV_READ))
+            updateReading()
             handler?.connectionInputEnded(self)
         } else if what & BEV_EVENT_ERROR != 0 {
             finish(.error(errno))
@@ -405,6 +598,10 @@ private func tcpConnectionReadCallback(_ bufferEvent: OpaquePointer?, _ context:
 
 private func tcpConnectionWriteCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().writable()
+}
+
+private func tcpConnectionLineTimerCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().lineTimerFired()
 }
 
 private func tcpConnectionEventCallback(_ bufferEvent: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

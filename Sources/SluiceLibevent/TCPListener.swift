@@ -1,4 +1,5 @@
 import CLibevent
+import Logging
 import SluiceCore
 
 #if canImport(Glibc)
@@ -22,6 +23,12 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     private var listener: OpaquePointer?
     private let configuration: TCPConfiguration
     private let makeHandler: @Sendable (TCPConnection) -> any TCPConnectionHandler
+    private let accounting: ConnectionAccounting
+    private let refusal: [UInt8]
+    private let logger: Logger
+    /// Accepts refused by the system in the current episode, and the pause before the next try.
+    private var refusedAccepts = 0
+    private var backoff: Duration = .zero
     private var acceptedCount: UInt64 = 0
     private(set) var openConnections = 0
     /// The port actually bound.
@@ -32,9 +39,15 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         loopIndex: Int,
         port: Int,
         configuration: TCPConfiguration,
+        accounting: ConnectionAccounting,
+        refusal: [UInt8],
+        logger: Logger,
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
     ) throws(EventLoopError) {
         loop.assertInEventLoop()
+        self.accounting = accounting
+        self.refusal = refusal
+        self.logger = logger
         self.loop = loop
         self.loopIndex = loopIndex
         self.configuration = configuration
@@ -42,7 +55,11 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
         var storage = sockaddr_storage()
         let length = try Self.parse(host: configuration.host, port: port, into: &storage)
-        let flags = LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        // Port 0 asks the kernel for a free port: without SO_REUSEADDR the port it picks is one
+        // no other socket holds, so no other server's listener can ever share it. The other
+        // loops' listeners then join it by SO_REUSEPORT.
+        let reuseAddress = port == 0 ? 0 : LEV_OPT_REUSEABLE
+        let flags = reuseAddress | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
         let listener = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 evconnlistener_new_bind(
@@ -57,6 +74,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         self.listener = listener
         self.port = Self.boundPort(of: evconnlistener_get_fd(listener))
         evconnlistener_set_cb(listener, tcpListenerAcceptCallback, Unmanaged.passUnretained(self).toOpaque())
+        evconnlistener_set_error_cb(listener, tcpListenerErrorCallback)
         loop.registerForShutdown(self)
     }
 
@@ -74,19 +92,77 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     }
 
     fileprivate func accept(socket: Int32, address: UnsafeMutablePointer<sockaddr>?) {
+        if refusedAccepts > 0 { acceptsResumed() }
         acceptedCount += 1
         let id = acceptedCount << 8 | UInt64(loopIndex & 0xFF)
+        guard accounting.admitConnection() else {
+            refuse(socket: socket, id: id, address: address)
+            return
+        }
         let connection: TCPConnection
         do {
             connection = try TCPConnection(
                 loop: loop, id: id, socket: socket, remoteAddress: Self.describe(address),
-                configuration: configuration,
-                onClose: { [unowned self] _ in self.openConnections -= 1 })
+                configuration: configuration, accounting: accounting,
+                onClose: { [unowned self] _ in
+                    self.openConnections -= 1
+                    self.accounting.connectionClosed()
+                })
         } catch {
+            accounting.connectionClosed()
             return
         }
         openConnections += 1
         connection.start(handler: makeHandler(connection))
+    }
+
+    /// A connection over the cap: it gets the refusal bytes and closes once they are sent (or
+    /// after the idle timeout if the peer never takes them). It is not counted as open.
+    private func refuse(socket: Int32, id: UInt64, address: UnsafeMutablePointer<sockaddr>?) {
+        let connection: TCPConnection
+        do {
+            connection = try TCPConnection(
+                loop: loop, id: id, socket: socket, remoteAddress: Self.describe(address),
+                configuration: configuration, onClose: { _ in })
+        } catch {
+            return
+        }
+        connection.start(handler: RefusedConnection())
+        refusal.withUnsafeBytes { _ = connection.write($0) }
+        connection.closeAfterFlush()
+    }
+
+    /// `accept` failed. For want of descriptors or memory, accepting pauses (the pending
+    /// connection would otherwise wake the loop again at once, forever), then resumes after a
+    /// backoff that doubles while the refusals go on. One log line starts an episode and one
+    /// ends it.
+    fileprivate func acceptFailed(_ error: Int32) {
+        guard error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM, let listener else { return }
+        refusedAccepts += 1
+        if refusedAccepts == 1 {
+            backoff = configuration.acceptBackoff
+            if accounting.acceptRefusalsBegan() {
+                logger.warning(
+                    "accept failed; pausing accepts",
+                    metadata: [
+                        "error": "\(String(validatingCString: strerror(error)) ?? "errno \(error)")",
+                        "backoff": "\(backoff)", "connections": "\(accounting.openConnections)",
+                    ])
+            }
+        } else {
+            backoff = min(backoff * 2, configuration.acceptBackoff * 16)
+        }
+        evconnlistener_disable(listener)
+        _ = loop.schedule(after: backoff) { [self] in
+            if let listener = self.listener { evconnlistener_enable(listener) }
+        }
+    }
+
+    private func acceptsResumed() {
+        if accounting.acceptRefusalsEnded() {
+            logger.notice("accepting again", metadata: ["refused": "\(refusedAccepts)"])
+        }
+        refusedAccepts = 0
     }
 
     // MARK: - Addresses
@@ -153,6 +229,19 @@ final class TCPListener: LoopResource, @unchecked Sendable {
             return "\(decoded()):\(UInt16(bigEndian: ipv4.pointee.sin_port))"
         }
     }
+}
+
+private func tcpListenerErrorCallback(_ listener: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    let error = errno
+    Unmanaged<TCPListener>.fromOpaque(context!).takeUnretainedValue().acceptFailed(error)
+}
+
+/// The handler of a connection refused over the cap: it reads nothing that matters.
+private final class RefusedConnection: TCPConnectionHandler {
+    func connectionOpened(_ connection: TCPConnection) {}
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {}
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {}
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
 }
 
 private func tcpListenerAcceptCallback(

@@ -1,3 +1,4 @@
+import Logging
 import SluiceCore
 
 /// A TCP line server on every loop of a group: one listener per loop on the same port
@@ -16,8 +17,13 @@ public final class TCPServer: Sendable {
     /// The port actually bound (differs from the configuration's when that was 0).
     public let port: Int
     private let listeners: [TCPListener]
+    private let accounting: ConnectionAccounting
 
-    private init(group: EventLoopGroup, configuration: TCPConfiguration, port: Int, listeners: [TCPListener]) {
+    private init(
+        group: EventLoopGroup, configuration: TCPConfiguration, port: Int, listeners: [TCPListener],
+        accounting: ConnectionAccounting
+    ) {
+        self.accounting = accounting
         self.group = group
         self.configuration = configuration
         self.port = port
@@ -27,14 +33,22 @@ public final class TCPServer: Sendable {
     /// Binds a listener on every loop of `group`. `makeHandler` runs on the accepting loop's
     /// thread, once per connection.
     ///
+    /// - Parameters:
+    ///   - refusal: the bytes a connection over ``TCPConfiguration/maximumConnections`` gets
+    ///     before it is closed (a protocol's "too many connections" line).
+    ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
+    ///     when they start and one when accepting works again.
     /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
         group: EventLoopGroup,
         configuration: TCPConfiguration,
+        refusal: [UInt8] = [],
+        logger: Logger = Logger(label: "sluice.tcp"),
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
     ) async throws -> TCPServer {
         try configuration.validate()
+        let accounting = ConnectionAccounting(configuration: configuration)
         var listeners: [TCPListener] = []
         var port = configuration.port
         do {
@@ -43,7 +57,7 @@ public final class TCPServer: Sendable {
                 let listener = try await loop.submit { () throws(EventLoopError) -> TCPListener in
                     try TCPListener(
                         loop: loop, loopIndex: index, port: boundPort, configuration: configuration,
-                        makeHandler: makeHandler)
+                        accounting: accounting, refusal: refusal, logger: logger, makeHandler: makeHandler)
                 }
                 listeners.append(listener)
                 // With port 0 the first listener picks the port; the others share it.
@@ -55,7 +69,7 @@ public final class TCPServer: Sendable {
             }
             throw error
         }
-        return TCPServer(group: group, configuration: configuration, port: port, listeners: listeners)
+        return TCPServer(group: group, configuration: configuration, port: port, listeners: listeners, accounting: accounting)
     }
 
     /// Stops accepting new connections; open connections stay open.
@@ -64,6 +78,10 @@ public final class TCPServer: Sendable {
             await listener.loop.submit { listener.close() }
         }
     }
+
+    /// Bytes held in the buffers of every connection (input not yet handled, output not yet
+    /// sent), as last reported by each connection.
+    public var bufferedBytes: Int { accounting.heldBufferBytes }
 
     /// The number of open connections, over all loops.
     public func connectionCount() async -> Int {

@@ -8,10 +8,17 @@ public struct LineConfiguration: Sendable, Hashable {
     public var echoRate: Int
     /// `ECHO` lines a connection may send back to back before the rate applies.
     public var echoBurst: Int
+    /// Requests of one connection whose replies are still to come (they wait for an effect, a
+    /// debounce or another loop). At the cap the connection stops reading; it reads again
+    /// once a reply has been written.
+    public var maximumInFlight: Int
 
     /// The configuration `sluice-echo` starts with.
-    public init(tcp: TCPConfiguration = TCPConfiguration(), echoRate: Int = 10_000, echoBurst: Int = 1_000) {
+    public init(
+        tcp: TCPConfiguration = TCPConfiguration(), echoRate: Int = 10_000, echoBurst: Int = 1_000, maximumInFlight: Int = 128
+    ) {
         self.tcp = tcp
+        self.maximumInFlight = maximumInFlight
         self.echoRate = echoRate
         self.echoBurst = echoBurst
     }
@@ -40,5 +47,10 @@ public struct LineConfiguration: Sendable, Hashable {
             throw GateError(code: .invalidConfiguration, message: error.message, value: error.input)
         }
         _ = try echoLimit()
+        guard maximumInFlight >= 1 else {
+            throw GateError(
+                code: .invalidConfiguration, message: "the requests in flight per connection must be at least 1",
+                value: "\(maximumInFlight)")
+        }
     }
 }

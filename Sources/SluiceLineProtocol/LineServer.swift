@@ -50,7 +50,9 @@ public final class LineServer: Service, Sendable {
     /// Binds a listener on every loop of the gate's group; returns the bound port.
     @discardableResult
     public func start() async throws -> Int {
-        let server = try await TCPServer.bind(group: gate.group, configuration: configuration.tcp) { [self] connection in
+        let server = try await TCPServer.bind(
+            group: gate.group, configuration: configuration.tcp, refusal: Array(Self.refusal.utf8), logger: logger
+        ) { [self] connection in
             LineSession(server: self, connection: connection)
         }
         bound.withLock { $0 = server }
@@ -100,15 +102,20 @@ public final class LineServer: Service, Sendable {
         requestCounter.increment()
     }
 
+    /// What a connection over the cap reads before it is closed.
+    static let refusal = "- ERR too-many-connections\n"
+
     /// The number of open sessions.
     public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
 
     /// The `STATS` line's details: every verb's counters in registration order, then
-    /// `cancelled`, `keys` and `connections`.
+    /// `cancelled`, `evicted` (live keys evicted from policy tables, each possibly changing a
+    /// decision), `keys` and `connections`.
     public func statisticsLine() async -> String {
         let statistics = await gate.statistics()
         var fields = verbs.routes.flatMap(\.counters).map { "\($0.name)=\($0.current)" }
         fields.append("cancelled=\(statistics.cancelled)")
+        fields.append("evicted=\(statistics.evicted)")
         fields.append("keys=\(statistics.keys)")
         fields.append("connections=\(connectionCount)")
         return fields.joined(separator: " ")

@@ -14,6 +14,17 @@ public protocol SessionTransport: AnyObject, Sendable {
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool
     /// Closes once everything written so far has been sent.
     func closeAfterFlush()
+    /// Stops handing lines over until ``resumeReading()``.
+    func pauseReading()
+    /// Hands lines over again (never from inside this call).
+    func resumeReading()
+}
+
+extension SessionTransport {
+    /// A transport fed by hand has nothing to pause.
+    public func pauseReading() {}
+    /// A transport fed by hand has nothing to resume.
+    public func resumeReading() {}
 }
 
 extension TCPConnection: SessionTransport {}
@@ -36,6 +47,8 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     public let scope: GateScope
     /// Requests whose reply has not been written yet.
     private var outstanding = 0
+    /// Reading is paused because `outstanding` reached the cap.
+    private var pausedAtCap = false
     /// The peer half-closed: close once the outstanding replies are written.
     private var inputHasEnded = false
     /// The state every line touches, behind pointers this session owns: reaching it through a
@@ -88,6 +101,30 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     /// A line longer than the maximum arrived.
     public func receivedOverlongLine() {
         send(Self.lineTooLong)
+    }
+
+    /// A line did not complete in time; the connection closes after this reply.
+    public func lineTimedOut() {
+        send(Self.lineTimeout)
+    }
+
+    /// One more request whose reply comes later; at the cap, reading pauses.
+    private func replyPending() {
+        outstanding += 1
+        if outstanding >= server.configuration.maximumInFlight, !pausedAtCap {
+            pausedAtCap = true
+            connection.pauseReading()
+        }
+    }
+
+    /// A reply that came later was written; below the cap, reading resumes.
+    private func replyDelivered() {
+        outstanding -= 1
+        if pausedAtCap, outstanding < server.configuration.maximumInFlight {
+            pausedAtCap = false
+            connection.resumeReading()
+        }
+        if inputHasEnded && outstanding == 0 { connection.closeAfterFlush() }
     }
 
     /// Handles one request line (without its LF).
@@ -169,7 +206,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
             replyCancelled(line, id: parsed.id, count)
             return
         }
-        outstanding += 1
+        replyPending()
         let id = RequestLine.string(line, parsed.id)
         Task.immediate(executorPreference: connection.loop) {
             let count = await gate.cancel(id: effectID, key: key)
@@ -182,7 +219,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
             reply(line, id: parsed.id, Self.usageStats)
             return
         }
-        outstanding += 1
+        replyPending()
         let id = RequestLine.string(line, parsed.id)
         let server = self.server
         Task.immediate(executorPreference: connection.loop) {
@@ -228,11 +265,11 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
                 codec.encode(outcome, into: &reply)
                 finish(reply)
             } else {
-                outstanding += 1
+                replyPending()
             }
             return
         }
-        outstanding += 1
+        replyPending()
         let completion = self.completion(codec, id: RequestLine.string(line, parsed.id))
         let accepted = request.loop.executeIfRunning {
             if let outcome = gate.submitNow(request, later: { completion }) { completion(outcome) }
@@ -260,8 +297,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
         var reply = LineReply(outgoing)
         render(&reply)
         finish(reply)
-        outstanding -= 1
-        if inputHasEnded && outstanding == 0 { connection.closeAfterFlush() }
+        replyDelivered()
     }
 
     // MARK: - Writing
@@ -310,6 +346,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     private static let pong: StaticString = "PONG\n"
     private static let malformed: StaticString = "- ERR malformed\n"
     private static let lineTooLong: StaticString = "- ERR line-too-long\n"
+    private static let lineTimeout: StaticString = "- ERR line-timeout\n"
     private static let unknownVerb: StaticString = "ERR unknown-verb\n"
     private static let shuttingDown: StaticString = "ERR shutting-down\n"
     private static let usagePing: StaticString = "ERR usage PING\n"
@@ -325,5 +362,6 @@ extension LineSession {
     public func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) { received(line: line) }
     public func connectionReceivedOverlongLine(_ connection: TCPConnection) { receivedOverlongLine() }
     public func connectionInputEnded(_ connection: TCPConnection) { inputEnded() }
+    public func connectionLineTimedOut(_ connection: TCPConnection) { lineTimedOut() }
     public func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) { closed() }
 }

@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 /// A sluice-echo-like server on real sockets, two loops, plugins on a manual clock.
-private struct TestServer {
+struct TestServer {
     let port: Int
     let clock: ManualGateClock
     let gate: Gate
@@ -27,7 +27,7 @@ private struct TestServer {
     func waiters() async -> Int { await gate.statistics().waiters }
 }
 
-private func withServer(
+func withServer(
     configure: (inout LineConfiguration) -> Void = { _ in },
     payBudget: MemoryBudget = .bytes(1 << 20),
     _ body: (TestServer) async throws -> Void
@@ -62,7 +62,7 @@ private func withServer(
 }
 
 /// Reads `count` reply lines and indexes them by request id.
-private func replies(_ client: LineClient, _ count: Int) async throws -> [String: String] {
+func replies(_ client: LineClient, _ count: Int) async throws -> [String: String] {
     var byID: [String: String] = [:]
     for line in try await client.readLines(count) {
         let id = String(line.prefix { $0 != " " })
@@ -294,7 +294,7 @@ private func replies(_ client: LineClient, _ count: Int) async throws -> [String
             _ = try await second.readLine()
             try client.send("1 TAP a\n2 TAP b\n3 STATS\n")
             let byID = try await replies(client, 3)
-            #expect(byID["3"] == "3 OK taps=2 payments=0 declines=0 searches=0 cancelled=0 keys=2 connections=2")
+            #expect(byID["3"] == "3 OK taps=2 payments=0 declines=0 searches=0 cancelled=0 evicted=0 keys=2 connections=2")
         }
     }
 
