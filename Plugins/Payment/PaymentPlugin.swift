@@ -34,19 +34,28 @@ public struct PaymentPlugin: GatePlugin {
     /// The largest amount accepted.
     public static let maximumAmount = 999_999_999
 
+    /// New payments one account may open by default: this many back to back, and this many
+    /// more per retention period.
+    public static let defaultRecordsPerKey = 100
+
     /// A plugin keeping records for `retention`, charging through `processor`; a duplicate that
-    /// arrives while the first runs joins it (`.join`) or is refused (`.reject`).
+    /// arrives while the first runs joins it (`.join`) or is refused (`.reject`). One account
+    /// opens at most `recordsPerKey` new payments back to back and `recordsPerKey` more per
+    /// `retention`; past that its new payments are refused (`busy`), and only its own.
     ///
-    /// - Throws: `SluiceError` with code `invalidOption` when `retention` is not positive.
+    /// - Throws: `SluiceError` with code `invalidOption` when `retention` is not positive or
+    ///   `recordsPerKey` is below 1.
     public init(
         retention: Duration = IdempotencyOptions.payment.retention,
         concurrent: IdempotencyOptions.Concurrent = IdempotencyOptions.payment.concurrent,
+        recordsPerKey: Int? = PaymentPlugin.defaultRecordsPerKey,
         processor: any PaymentProcessor
     ) throws(SluiceError) {
         let preset = IdempotencyOptions.payment
         policy = .idempotent(
             try IdempotencyOptions(
-                retention: retention, lease: preset.lease, concurrent: concurrent, cacheErrors: preset.cacheErrors))
+                retention: retention, lease: preset.lease, concurrent: concurrent, cacheErrors: preset.cacheErrors,
+                recordsPerKey: recordsPerKey))
         self.processor = processor
     }
 

@@ -43,12 +43,14 @@ public struct EffectContext: Sendable {
         return shard.incrementTally(lane: lane, key: key, by: amount)
     }
 
-    /// Suspends for `duration` on the shard's clock.
+    /// Suspends for `duration` on the shard's clock; a duration of zero or less returns at once.
     ///
     /// - Throws: `CancellationError` as soon as the effect's task is cancelled (at once if it
     ///   already was).
     public func sleep(for duration: Duration) async throws {
         try Task.checkCancellation()
+        // Nothing to wait for (on a manual clock, a timer at `now` would wait for an advance).
+        if duration <= .zero { return }
         // A stopped loop fires no timer.
         if loop.isShutDown { throw CancellationError() }
         let clock = self.clock

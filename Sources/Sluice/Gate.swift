@@ -393,4 +393,9 @@ public struct GateStatistics: Sendable, Hashable {
     public var cancelled: Int
     /// Each plugin's policy table counters, by plugin name.
     public var tables: [String: KeyTableStats] = [:]
+
+    /// Live keys evicted from every policy table to make room for new keys. Idle keys (whose
+    /// state is no different from a fresh key's) always go first, so each of these may have
+    /// changed a decision: a throttled key evicted can pass again at once.
+    public var evicted: Int { tables.values.reduce(0) { $0 + $1.evicted } }
 }

@@ -1,3 +1,4 @@
+import Metrics
 import SluiceCore
 import SluiceLibevent
 
@@ -113,12 +114,19 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @inlinable static var waiterBytes: Int { MemoryLayout<Waiter>.stride + 64 }
 
     @usableFromInline let handle: PluginHandle<Plugin>
+    /// Live keys evicted from the policy table (each may have changed a decision), exported
+    /// as `sluice_evictions_total{plugin}` by the sweep.
+    let evictionMetric: Counter
+    /// Evictions already added to `evictionMetric`.
+    var evictionsReported = 0
     @usableFromInline let mode: Mode
     @usableFromInline let cancelInFlight: Bool
     @usableFromInline @exclusivity(unchecked) var throttle: ThrottleTable<String>?
     @usableFromInline @exclusivity(unchecked) var debounce: DebounceTable<String>?
     @usableFromInline @exclusivity(unchecked) var rateLimit: RateLimitTable<String>?
     @usableFromInline @exclusivity(unchecked) var idempotency: IdempotencyTable<String, String, Result<Output, any Error>>?
+    /// The quota of new idempotency records per key (GCRA), when the options set one.
+    @usableFromInline @exclusivity(unchecked) var recordQuota: RateLimitTable<String>?
     @usableFromInline @exclusivity(unchecked) var sideBudget: SideStateBudget?
     @usableFromInline let tallyBudget: MemoryBudget
     @usableFromInline @exclusivity(unchecked) var tally: KeyTable<String, TallyState>?
@@ -139,6 +147,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     init(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget) throws(SluiceError) {
         self.handle = handle
         self.tallyBudget = tallyBudget
+        self.evictionMetric = Counter(label: "sluice_evictions_total", dimensions: [("plugin", handle.plugin.name)])
         var cancelInFlight = false
         switch handle.plugin.policy {
         case .throttle(let options):
@@ -154,6 +163,14 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .idempotent(let options):
             mode = .idempotent
             idempotency = try IdempotencyTable(options: options, budget: budget)
+            if let perKey = options.recordsPerKey {
+                // A state per key that opened a record lately: 16 bytes and its key, in a
+                // table of its own an eighth the size of the records' budget.
+                recordQuota = try RateLimitTable(
+                    options: RateLimitOptions(count: perKey, per: options.retention, burst: perKey - 1),
+                    budget: MemoryBudget(
+                        entries: budget.entries.map { max(64, $0 / 8) }, bytes: budget.bytes.map { max(64 << 10, $0 / 8) }))
+            }
         case .singleFlight:
             mode = .singleFlight
             sideBudget = SideStateBudget(budget)
@@ -271,8 +288,17 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
         switch decision {
         case .execute:
+            if recordQuota != nil {
+                // A quota table that cannot hold the key refuses too.
+                let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+                guard decision?.allowed == true else {
+                    idempotency?.cancel(key: identity.record, owner: token)
+                    return .busy
+                }
+            }
             if let refused = admit(request, token: token, kind: .idempotent, record: identity.record, shard: shard) {
                 idempotency?.cancel(key: identity.record, owner: token)
+                recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
                 return refused
             }
             return launchAndWait(token, later: later, shard: shard)
@@ -649,12 +675,20 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     // MARK: - Upkeep
 
-    @inlinable
-    func sweep(now: Instant, maxEntries: Int) {
+    @usableFromInline func sweep(now: Instant, maxEntries: Int) {
         throttle?.sweep(now: now, maxEntries: maxEntries)
         debounce?.sweep(now: now, maxEntries: maxEntries)
         rateLimit?.sweep(now: now, maxEntries: maxEntries)
         idempotency?.sweep(now: now, maxEntries: maxEntries)
+        recordQuota?.sweep(now: now, maxEntries: maxEntries)
+        reportEvictions()
+    }
+
+    /// Adds the evictions since the last report to the metric.
+    func reportEvictions() {
+        guard let evicted = tableStats?.evicted, evicted > evictionsReported else { return }
+        evictionMetric.increment(by: evicted - evictionsReported)
+        evictionsReported = evicted
     }
 
     @inlinable

@@ -382,16 +382,19 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             var swept = false
             // A long key may need the room of several entries.
             while !hasRoom(forKeyBytes: heapBytes) {
+                // Room comes first from keys whose state is idle (no different from a fresh
+                // key's, so dropping one changes no decision): the least recent, then any the
+                // sweep finds. Only then is a live key evicted (or the new key refused).
                 let victim = tail
                 if victim >= 0, values[Int(victim)].isIdle(at: now) {
                     _ = remove(entry: victim)
                     counters.expired &+= 1
+                } else if !swept {
+                    swept = true
+                    _ = sweep(now: now, maxEntries: Self.sweepBeforeEviction)
                 } else if victim >= 0, whenFull == .evictLeastRecentlyUsed {
                     evicted.append(remove(entry: victim))
                     counters.evicted &+= 1
-                } else if !swept {
-                    swept = true
-                    _ = sweep(now: now, maxEntries: 32)
                 } else {
                     counters.refused &+= 1
                     throw .tableBusy(capacity: capacity)
@@ -410,6 +413,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         counters.inserted &+= 1
         return Insertion(index: Index(entry), evicted: evicted)
     }
+
+    /// Entries the sweep examines for idle keys before a live key is evicted for room.
+    public static var sweepBeforeEviction: Int { 64 }
 
     /// Slot position holding `entry`.
     @inlinable

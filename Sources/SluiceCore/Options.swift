@@ -167,6 +167,11 @@ public struct IdempotencyOptions: Hashable, Sendable {
     public let concurrent: Concurrent
     /// Store failed results and replay them (true), or release the record on failure (false).
     public let cacheErrors: Bool
+    /// New records one key (an account) may open: this many back to back, and this many more
+    /// per `retention` (a GCRA per key), so that one key's flood of new records is refused
+    /// (`busy`) without filling the table for every other key. Replays and joins open no
+    /// record and are never refused by it. `nil` sets no quota.
+    public let recordsPerKey: Int?
 
     @usableFromInline let retentionNanos: Int64
     @usableFromInline let leaseNanos: Int64
@@ -178,8 +183,13 @@ public struct IdempotencyOptions: Hashable, Sendable {
         retention: Duration,
         lease: Duration,
         concurrent: Concurrent = .join,
-        cacheErrors: Bool = true
+        cacheErrors: Bool = true,
+        recordsPerKey: Int? = nil
     ) throws(SluiceError) {
+        if let recordsPerKey, recordsPerKey < 1 {
+            throw .invalidOption("A quota of idempotency records per key must be at least 1.", value: recordsPerKey)
+        }
+        self.recordsPerKey = recordsPerKey
         guard retention > .zero else {
             throw .invalidOption("An idempotency retention must be greater than zero.", value: retention)
         }

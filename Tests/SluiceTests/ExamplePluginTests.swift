@@ -98,7 +98,7 @@ struct LeakyLineCodec: LineCodec {
         #expect(client.takeReplies() == ["3 OK saved=3"])
         #expect(await client.request("4 SAVE doc") == "4 ERR usage SAVE")
         #expect(await client.request("5 SAVE doc ") == "5 ERR empty-edit")
-        #expect(await client.request("6 STATS") == "6 OK saves=2 cancelled=0 keys=1 connections=1")
+        #expect(await client.request("6 STATS") == "6 OK saves=2 cancelled=0 evicted=0 keys=1 connections=1")
     }
 
     @Test func aDueTimerIsDeliveredBeforeAnEventOfTheSameIteration() async throws {

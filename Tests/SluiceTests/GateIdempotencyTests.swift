@@ -74,6 +74,34 @@ final class CountingProcessor: PaymentProcessor {
         #expect(processor.charges.current == 1)
     }
 
+    /// One account's flood of new payments is refused at its quota, and only that account's:
+    /// another account pays, and the flooding account's replays are still answered. The quota
+    /// comes back with time (a GCRA over the retention).
+    @Test func aFloodOfNewRecordsIsRefusedForThatKeyOnly() async throws {
+        let processor = CountingProcessor(latency: .zero)
+        var plugins = PluginRegistry()
+        let pay = try plugins.register(PaymentPlugin(retention: .seconds(100), recordsPerKey: 3, processor: processor))
+        let harness = try GateHarness(plugins: plugins)
+        defer { harness.shutdown() }
+        let gate = harness.gate
+        func payment(_ key: String, _ idem: Int) -> PaymentPlugin.Payment {
+            PaymentPlugin.Payment(key: key, idem: "i\(idem)", amount: 100)
+        }
+        var kinds: [String] = []
+        for idem in 0..<5 { kinds.append(await gate.submit(pay, payment("flood", idem)).kind) }
+        #expect(kinds == ["ran", "ran", "ran", "busy", "busy"])
+        #expect(await gate.submit(pay, payment("other", 0)).kind == "ran")
+        #expect(await gate.submit(pay, payment("flood", 0)).kind == "replayed")
+        #expect(processor.charges.current == 4)
+        // 3 more per 100 s: one record's worth after 34 s.
+        await harness.advance(by: .seconds(34))
+        #expect(await gate.submit(pay, payment("flood", 5)).kind == "ran")
+        #expect(await gate.submit(pay, payment("flood", 6)).kind == "busy")
+        #expect(throws: SluiceError.self) {
+            try PaymentPlugin(recordsPerKey: 0, processor: CountingProcessor(latency: .zero))
+        }
+    }
+
     @Test func aTypedResultIsReplayedUnchanged() async throws {
         let receipt = Receipt(
             id: "r-1",
