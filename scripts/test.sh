@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Quick start, command 2: installs what is missing (including redis-server for the Redis store's
-# tests) and runs the whole test suite. Arguments go to `swift test`, e.g. `--filter SluiceCoreTests`.
+# Quick start, command 2: installs what is missing and runs the whole test suite. Arguments go
+# to `swift test`, e.g. `--filter SluiceCoreTests`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
