@@ -593,17 +593,21 @@ extension timeval {
 }
 
 private func tcpConnectionReadCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().readable()
+    guard let context else { return }
+    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().readable()
 }
 
 private func tcpConnectionWriteCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().writable()
+    guard let context else { return }
+    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().writable()
 }
 
 private func tcpConnectionLineTimerCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().lineTimerFired()
+    guard let context else { return }
+    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().lineTimerFired()
 }
 
 private func tcpConnectionEventCallback(_ bufferEvent: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<TCPConnection>.fromOpaque(context!).takeUnretainedValue().event(what)
+    guard let context else { return }
+    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().event(what)
 }

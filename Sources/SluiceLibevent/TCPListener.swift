@@ -233,7 +233,8 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
 private func tcpListenerErrorCallback(_ listener: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
     let error = errno
-    Unmanaged<TCPListener>.fromOpaque(context!).takeUnretainedValue().acceptFailed(error)
+    guard let context else { return }
+    Unmanaged<TCPListener>.fromOpaque(context).takeUnretainedValue().acceptFailed(error)
 }
 
 /// The handler of a connection refused over the cap: it reads nothing that matters.
@@ -248,5 +249,6 @@ private func tcpListenerAcceptCallback(
     _ listener: OpaquePointer?, _ socket: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: Int32,
     _ context: UnsafeMutableRawPointer?
 ) {
-    Unmanaged<TCPListener>.fromOpaque(context!).takeUnretainedValue().accept(socket: socket, address: address)
+    guard let context else { return }
+    Unmanaged<TCPListener>.fromOpaque(context).takeUnretainedValue().accept(socket: socket, address: address)
 }
