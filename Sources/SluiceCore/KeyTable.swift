@@ -392,7 +392,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
                 } else if !swept {
                     swept = true
                     _ = sweep(now: now, maxEntries: Self.sweepBeforeEviction)
-                } else if victim >= 0, whenFull == .evictLeastRecentlyUsed {
+                } else if victim >= 0, whenFull == .evictLeastRecentlyUsed,
+                          fitsInEmptiedTable(keyBytes: heapBytes) {
+                    // Checked before the first live key goes: a key that would not fit even
+                    // with every entry gone is refused with the table untouched, so no
+                    // eviction is ever lost behind the error.
                     evicted.append(remove(entry: victim))
                     counters.evicted &+= 1
                 } else {
@@ -484,6 +488,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         guard keys.count < capacity else { return false }
         guard let byteLimit else { return true }
         return bytesUsed + entryBytes + keyBytes <= byteLimit
+    }
+
+    /// Whether an entry whose key owns `keyBytes` heap bytes would fit with every entry gone
+    /// (the index and the side-state charges stay).
+    @inlinable
+    func fitsInEmptiedTable(keyBytes: Int) -> Bool {
+        guard let byteLimit else { return true }
+        return indexByteCount + chargedBytes + entryBytes + keyBytes <= byteLimit
     }
 
     // MARK: - Side state

@@ -115,8 +115,9 @@ public struct RateLimitOptions: Hashable, Sendable {
 
     /// Creates validated options.
     ///
-    /// - Throws: ``SluiceError/Code/invalidOption`` if `count < 1`, `period <= 0`, `burst < 0`, or
-    ///   `period / count` is below one nanosecond.
+    /// - Throws: ``SluiceError/Code/invalidOption`` if `count < 1`, `period <= 0`, `burst < 0`,
+    ///   `period / count` is below one nanosecond, or the burst window
+    ///   (`period / count × (burst + 1)`) is longer than about 73 years.
     public init(count: Int, per period: Duration, burst: Int) throws(SluiceError) {
         guard count >= 1 else {
             throw .invalidOption("A rate limit count must be at least 1.", value: count)
@@ -131,9 +132,13 @@ public struct RateLimitOptions: Hashable, Sendable {
         guard interval >= 1 else {
             throw .invalidOption("A rate limit's period / count must be at least 1 ns.", value: "\(count) per \(period)")
         }
-        let (tolerance, overflow) = interval.multipliedReportingOverflow(by: Int64(burst) + 1)
-        guard !overflow else {
-            throw .invalidOption("A rate limit's burst window overflows.", value: burst)
+        let (limit, limitOverflow) = Int64(burst).addingReportingOverflow(1)
+        let (tolerance, overflow) = interval.multipliedReportingOverflow(by: limit)
+        // A key's arrival time runs at most `tolerance + interval` ahead of now; keeping that
+        // under a quarter of Int64's range (about 73 years) keeps every sum in `check` exact,
+        // where a saturated sum would stop the arrival time advancing and admit everything.
+        guard !limitOverflow, !overflow, tolerance <= Self.maximumWindowNanos - interval else {
+            throw .invalidOption("A rate limit's burst window (period / count × (burst + 1)) must be at most 73 years.", value: burst)
         }
         self.count = count
         self.period = period
@@ -141,6 +146,9 @@ public struct RateLimitOptions: Hashable, Sendable {
         self.emissionInterval = interval
         self.tolerance = tolerance
     }
+
+    /// The longest burst window (`tolerance + interval`) options may set, in nanoseconds.
+    static let maximumWindowNanos = Int64.max >> 2
 
     /// redis-cell's `limit` field: `burst + 1`.
     public var limit: Int { burst + 1 }

@@ -55,6 +55,46 @@ import Testing
         #expect(try table.event(EventToken(2), key: "short", now: .zero).decision == .run)
     }
 
+    /// A key that would not fit even in an emptied table is refused before any live key is
+    /// evicted: an eviction lost behind the error would drop a held event unanswered and give a
+    /// throttled key its burst back (found by fuzz-tables).
+    @Test func aKeyThatCannotFitEvictsNothing() throws {
+        var table = try KeyTable<String, Expiring>(budget: .bytes(4 << 10), whenFull: .evictLeastRecentlyUsed)
+        let charged = table.charge(bytes: 2 << 10, now: .zero)
+        #expect(charged)
+        // Fill it until the next key evicts one: the table is full of live keys.
+        var n = 0
+        while (try table.lookup("s\(n)", now: .zero, orInsert: Expiring(value: n))).evicted.isEmpty {
+            n += 1
+        }
+        let present = (0...n).filter { table.index(of: "s\($0)") != nil }
+        let evicted = table.stats.evicted
+        #expect(present.count > 1)
+        // Fits the whole budget, but not what the charge leaves.
+        let tooLong = String(repeating: "x", count: 2 << 10)
+        #expect(throws: SluiceError.self) {
+            _ = try table.lookup(tooLong, now: .zero, orInsert: Expiring(value: -1))
+        }
+        #expect(table.stats.evicted == evicted)
+        #expect((0...n).filter { table.index(of: "s\($0)") != nil } == present)
+    }
+
+    /// The same at the policy level: a held trailing event of another key survives a refused
+    /// key and still fires.
+    @Test func aRefusedKeyLeavesAHeldEventInPlace() throws {
+        let options = try ThrottleOptions(interval: .seconds(1), leading: true, trailing: true)
+        var table = try ThrottleTable<String>(options: options, budget: .bytes(800))
+        let first = try table.event(EventToken(1), key: "held", now: .zero)
+        #expect(first.decision == .run)
+        _ = try table.event(EventToken(2), key: "held", now: .ms(10))
+        #expect(table.table[try #require(table.table.index(of: "held"))].pending == EventToken(2))
+        #expect(throws: SluiceError.self) {
+            _ = try table.event(EventToken(3), key: String(repeating: "k", count: 1_000), now: .ms(20))
+        }
+        let fired = table.fire(key: "held", now: .ms(1_000))
+        #expect(fired == .run(EventToken(2)))
+    }
+
     @Test func chargesAreBoundedAndGiveRoomBackWhenReleased() throws {
         var table = try KeyTable<String, Expiring>(budget: .bytes(4 << 10), whenFull: .refuse)
         var taken = 0

@@ -91,6 +91,30 @@ import Testing
     }
 }
 
+@Suite struct RateLimitOptionsTests {
+    /// A burst whose `burst + 1` overflows is refused, not a trap (found by fuzz-ratelimit).
+    @Test func theLargestBurstIsRefusedNotATrap() {
+        #expect(throws: SluiceError.self) {
+            try RateLimitOptions(count: 1, per: .seconds(1), burst: .max)
+        }
+    }
+
+    /// A window so long that arrival times would saturate is refused: saturated, the arrival
+    /// time stops advancing and every event would be admitted (found by fuzz-ratelimit).
+    @Test func aWindowTooLongToCountIsRefused() throws {
+        let year = Int64(365 * 24 * 3600)
+        #expect(throws: SluiceError.self) {
+            try RateLimitOptions(count: 1, per: .seconds(100 * year), burst: 1)
+        }
+        // 60 years of window is within range, and one event still spends it.
+        let options = try RateLimitOptions(count: 1, per: .seconds(20 * year), burst: 1)
+        var state = RateLimitState()
+        #expect(state.check(now: .ms(0), options: options).allowed)
+        #expect(state.check(now: .ms(0), options: options).allowed)
+        #expect(!state.check(now: .ms(0), options: options).allowed)
+    }
+}
+
 @Suite struct RateLimitRefundTests {
     /// A refund undoes an allowed check exactly: every later decision is the one the key would
     /// have got had the check never happened.
