@@ -138,11 +138,14 @@ let package = Package(
 
         // MARK: Tests
         .target(name: "SluiceTestSupport", path: "Tests/Support"),
+        // Naive models of the policies, shared by the property tests and the fuzz targets.
+        .target(name: "SluicePolicyModels", dependencies: ["SluiceCore"], path: "Tests/PolicyModels"),
         .testTarget(
             name: "SluiceCoreTests",
             dependencies: [
                 "SluiceCore",
                 "SluiceTesting",
+                "SluicePolicyModels",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

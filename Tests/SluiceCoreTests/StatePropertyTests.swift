@@ -1,55 +1,7 @@
 import PropertyBased
 import SluiceCore
+import SluicePolicyModels
 import Testing
-
-// MARK: - GCRA
-
-/// A deliberately naive GCRA: it keeps every allowed request and decides from the sliding-window
-/// form of the algorithm — a request of quantity q at t is allowed iff, for every earlier allowed
-/// request time s (and s = t), E × (quantity allowed in [s, t] + q) ≤ (t − s) + τ.
-struct NaiveRateLimit {
-    var emission: Int64
-    var tolerance: Int64
-    var burst: Int
-    var allowed: [(time: Int64, quantity: Int64)] = []
-
-    /// The theoretical arrival time after the allowed history plus (time, quantity), or nil.
-    func arrival(adding extra: (time: Int64, quantity: Int64)?) -> Int64? {
-        let history = allowed + (extra.map { [$0] } ?? [])
-        var best: Int64? = nil
-        for k in history.indices {
-            let total = history[k...].reduce(Int64(0)) { $0 + $1.quantity }
-            let candidate = history[k].time + emission * total
-            best = Swift.max(best ?? .min, candidate)
-        }
-        return best
-    }
-
-    mutating func check(t: Int64, quantity: Int) -> RateLimitDecision {
-        let q = Int64(quantity)
-        let before = arrival(adding: nil)
-        let after = arrival(adding: (t, q))!
-        let allowAt = after - tolerance
-        let ok = allowAt <= t
-        let ttl: Int64
-        var retry: Duration? = nil
-        if ok {
-            allowed.append((t, q))
-            ttl = after - t
-        } else {
-            if q * emission <= tolerance { retry = .nanoseconds(allowAt - t) }
-            ttl = Swift.max(0, (before ?? t) - t)
-        }
-        let next = tolerance - ttl
-        return RateLimitDecision(
-            allowed: ok,
-            limit: burst + 1,
-            remaining: next > -emission ? Int(next / emission) : 0,
-            retryAfter: retry,
-            resetAfter: .nanoseconds(ttl)
-        )
-    }
-}
 
 @Suite struct StatePropertyTests {
     @Test func rateLimitMatchesNaiveModel() async {
@@ -159,66 +111,34 @@ struct NaiveRateLimit {
         let ops = zip(Gen.int(in: 0...5), Gen.int(in: 0...2), Gen.int(in: 0...9)).array(of: 0...60)
         await propertyCheck(count: 300, input: ops) { ops in
             var real = SingleFlight<Int>()
-            /// Per key: the leader, whether it still waits, and the joiners still waiting.
-            var model: [Int: (leader: UInt64, leaderWaits: Bool, joiners: [UInt64])] = [:]
+            var model = NaiveFlights<Int>()
             var issued: [UInt64] = []
             var next: UInt64 = 1
             for (kind, key, pick) in ops {
                 switch kind {
                 case 0, 1:
-                    let token = EventToken(next)
-                    issued.append(next)
+                    let token = next
+                    issued.append(token)
                     next += 1
-                    if let flight = model[key] {
-                        #expect(real.begin(token, key: key) == .join(leader: EventToken(flight.leader)))
-                        model[key]?.joiners.append(token.rawValue)
-                    } else {
-                        #expect(real.begin(token, key: key) == .lead)
-                        model[key] = (token.rawValue, true, [])
-                    }
+                    #expect(real.begin(EventToken(token), key: key) == model.begin(token, key: key))
                 case 2:
                     // Complete with the real leader most of the time, a wrong token otherwise.
-                    let current = model[key]
-                    let leader = pick < 7 ? (current?.leader ?? 999) : UInt64(pick + 1_000)
-                    let want = current.map { $0.leader == leader ? $0.joiners.map(EventToken.init) : [] } ?? []
-                    #expect(real.complete(key: key, leader: EventToken(leader)) == want)
-                    if let current, current.leader == leader { model[key] = nil }
+                    let leader = pick < 7 ? (model[key]?.leader ?? 999) : UInt64(pick + 1_000)
+                    #expect(real.complete(key: key, leader: EventToken(leader)) == model.complete(key: key, leader: leader))
                 case 3:
-                    let current = model[key]
                     let got = real.forget(key: key)
-                    #expect(got?.leader.rawValue == current?.leader)
-                    #expect(got?.joiners.map(\.rawValue) == current?.joiners)
-                    model[key] = nil
+                    let want = model.forget(key: key)
+                    #expect(got?.leader.rawValue == want?.leader)
+                    #expect(got?.joiners.map(\.rawValue) == want?.joiners)
                 default:
                     // A waiter (or any issued token) leaves.
                     guard !issued.isEmpty else { break }
                     let token = issued[pick % issued.count]
-                    let got = real.leave(EventToken(token), key: key)
-                    guard var flight = model[key] else {
-                        #expect(got == .notWaiting)
-                        break
-                    }
-                    if flight.leader == token && flight.leaderWaits {
-                        flight.leaderWaits = false
-                    } else if let index = flight.joiners.firstIndex(of: token) {
-                        flight.joiners.remove(at: index)
-                    } else {
-                        #expect(got == .notWaiting)
-                        break
-                    }
-                    let remaining = flight.joiners.count + (flight.leaderWaits ? 1 : 0)
-                    if remaining == 0 {
-                        #expect(got == .abandoned(leader: EventToken(flight.leader)))
-                        model[key] = nil
-                    } else {
-                        #expect(got == .stillShared(remaining: remaining))
-                        model[key] = flight
-                    }
+                    #expect(real.leave(EventToken(token), key: key) == model.leave(token, key: key))
                 }
                 #expect(real.count == model.count)
                 for key in 0...2 {
-                    let flight = model[key]
-                    #expect(real.waiterCount(for: key) == (flight.map { $0.joiners.count + ($0.leaderWaits ? 1 : 0) } ?? 0))
+                    #expect(real.waiterCount(for: key) == model.waiterCount(for: key))
                 }
             }
         }

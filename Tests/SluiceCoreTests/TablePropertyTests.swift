@@ -1,5 +1,6 @@
 import PropertyBased
 import SluiceCore
+import SluicePolicyModels
 import Testing
 
 @Suite struct TablePropertyTests {
@@ -10,7 +11,7 @@ import Testing
         let ops = zip(Gen.int(in: 0...9), Gen.int(in: 0...24), Gen.int(in: 0...30), Gen.int(in: 0...5)).array(of: 0...120)
         await propertyCheck(count: 300, input: Gen.int(in: 1...10), Gen.bool, ops) { capacity, refuse, ops in
             var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evictLeastRecentlyUsed)
-            var model: [(key: Int, value: Expiring)] = []
+            var list = NaiveRecencyList<Int, Expiring>(capacity: capacity, refuse: refuse)
             var now: Int64 = 0
             for (kind, key, lifetime, gap) in ops {
                 now += Int64(gap)
@@ -18,60 +19,44 @@ import Testing
                 switch kind {
                 case 0...5:
                     let fresh = Expiring(value: kind * 100 + key, expiresAt: now + Int64(lifetime))
-                    var wantEvicted: (key: Int, value: Expiring)? = nil
-                    var wantThrow = false
-                    if let i = model.firstIndex(where: { $0.key == key }) {
-                        var entry = model.remove(at: i)
-                        if entry.value.isIdle(at: instant) { entry.value = fresh }
-                        model.insert(entry, at: 0)
-                    } else {
-                        if model.count == capacity {
-                            if model.last!.value.isIdle(at: instant) {
-                                model.removeLast()
-                            } else if model.contains(where: { $0.value.isIdle(at: instant) }) {
-                                // Before a live key is evicted or the new key refused, a sweep
-                                // drops idle keys; with ≤ 10 entries it sees them all.
-                                model.removeAll { $0.value.isIdle(at: instant) }
-                            } else if !refuse {
-                                wantEvicted = model.removeLast()
-                            } else {
-                                wantThrow = true
-                            }
-                        }
-                        if !wantThrow { model.insert((key, fresh), at: 0) }
-                    }
+                    let want = list.lookup(key, now: instant, fresh: fresh)
                     do {
                         let slot = try real.lookup(key, now: instant, orInsert: fresh)
-                        #expect(!wantThrow)
+                        guard case .stored(let wantEvicted) = want else {
+                            Issue.record("key \(key) stored, the model refuses it")
+                            break
+                        }
                         #expect(slot.evicted.first?.key == wantEvicted?.key)
                         #expect(slot.evicted.first?.value == wantEvicted?.value)
                         #expect(slot.evicted.count <= 1)
                         #expect(real.key(at: slot.index) == key)
                     } catch let error as SluiceError {
-                        #expect(wantThrow)
+                        guard case .refused = want else {
+                            Issue.record("key \(key) refused, the model stores it")
+                            break
+                        }
                         #expect(error.code == .tableBusy)
                     } catch {
                         Issue.record(error)
                     }
                 case 6, 7:
-                    let want = model.firstIndex { $0.key == key }.map { model.remove(at: $0).value }
-                    #expect(real.removeValue(forKey: key) == want)
+                    #expect(real.removeValue(forKey: key) == list.remove(key))
                 case 8:
                     let removed = real.sweep(now: instant, maxEntries: lifetime % 4)
                     #expect(removed <= lifetime % 4)
                     // Whatever the sweep dropped was idle; mirror it.
-                    let kept = model.filter { real.index(of: $0.key) != nil }
-                    #expect(model.count - kept.count == removed)
-                    #expect(model.filter { real.index(of: $0.key) == nil }.allSatisfy { $0.value.isIdle(at: instant) })
-                    model = kept
+                    let kept = list.entries.filter { real.index(of: $0.key) != nil }
+                    #expect(list.entries.count - kept.count == removed)
+                    #expect(list.entries.filter { real.index(of: $0.key) == nil }.allSatisfy { $0.value.isIdle(at: instant) })
+                    list.entries = kept
                 default:
                     let removed = real.sweep(now: instant, maxEntries: 1_000)
-                    let before = model.count
-                    model.removeAll { $0.value.isIdle(at: instant) }
-                    #expect(removed == before - model.count)
+                    let before = list.entries.count
+                    list.entries.removeAll { $0.value.isIdle(at: instant) }
+                    #expect(removed == before - list.entries.count)
                 }
-                #expect(real.keysByRecency == model.map(\.key))
-                for entry in model {
+                #expect(real.keysByRecency == list.entries.map(\.key))
+                for entry in list.entries {
                     #expect(real.index(of: entry.key).map { real[$0] } == entry.value)
                 }
             }

@@ -1,5 +1,6 @@
 import PropertyBased
 import SluiceCore
+import SluicePolicyModels
 import SluiceTesting
 import Testing
 
@@ -38,133 +39,6 @@ func trace(_ policy: TimedPolicy<some TimedPolicyState>, gaps: [Int]) -> [String
     return lines
 }
 
-/// A deliberately naive throttle: it keeps every run and every held event, and polls every tick
-/// instead of asking for timers. Leading-only decisions come straight from the definition
-/// "an event at t runs iff nothing ran in (t − I, t]".
-struct NaiveThrottle {
-    var interval: Int64
-    var leading: Bool
-    var trailing: Bool
-    var first: Bool
-
-    func trace(gaps: [Int]) -> [String] {
-        var lines: [String] = []
-        var runs: [Int64] = []
-        var windowStart: Int64? = nil
-        var held: [UInt64] = []
-        var events: [(Int64, UInt64)] = []
-        var t: Int64 = 0
-        for (n, gap) in gaps.enumerated() {
-            t += Int64(gap)
-            events.append((t, UInt64(n + 1)))
-        }
-        var tick: Int64 = 0
-        while true {
-            let pendingEvents = events.contains { $0.0 >= tick }
-            if !pendingEvents && held.isEmpty { break }
-            if let start = windowStart, !held.isEmpty, tick >= start + interval {
-                let token = first ? held.first! : held.last!
-                lines.append("\(tick) run e\(token)")
-                runs.append(tick)
-                windowStart = tick
-                held = []
-            }
-            for (time, token) in events where time == tick {
-                if leading && !trailing {
-                    if let last = runs.last(where: { $0 > tick - interval && $0 <= tick }) {
-                        lines.append("\(tick) drop e\(token) retry \(last + interval - tick)")
-                    } else {
-                        lines.append("\(tick) run e\(token)")
-                        runs.append(tick)
-                    }
-                    continue
-                }
-                let open = windowStart.map { tick < $0 + interval || !held.isEmpty } ?? false
-                if !open {
-                    windowStart = tick
-                    if leading {
-                        lines.append("\(tick) run e\(token)")
-                        runs.append(tick)
-                    } else {
-                        held = [token]
-                        lines.append("\(tick) hold e\(token)")
-                    }
-                } else if held.isEmpty {
-                    held.append(token)
-                    lines.append("\(tick) hold e\(token)")
-                } else if first {
-                    lines.append("\(tick) drop e\(token) retry \(Swift.max(0, windowStart! + interval - tick))")
-                } else {
-                    lines.append("\(tick) superseded e\(held.last!)")
-                    held.append(token)
-                    lines.append("\(tick) hold e\(token)")
-                }
-            }
-            tick += 1
-        }
-        return lines
-    }
-}
-
-/// A deliberately naive debounce: it keeps the burst's events, polls every tick for the quiet end
-/// and the maxWait end, and never schedules anything.
-struct NaiveDebounce {
-    var quiet: Int64
-    var maxWait: Int64?
-    var leading: Bool
-    var trailing: Bool
-
-    func trace(gaps: [Int]) -> [String] {
-        var lines: [String] = []
-        var events: [(Int64, UInt64)] = []
-        var t: Int64 = 0
-        for (n, gap) in gaps.enumerated() {
-            t += Int64(gap)
-            events.append((t, UInt64(n + 1)))
-        }
-        var burst: [Int64] = []  // event times of the current burst
-        var clockStart: Int64 = 0  // burst start or last run inside the burst
-        var held: [UInt64] = []
-        let maxWait = self.maxWait ?? Int64.max / 4
-        var tick: Int64 = 0
-        while true {
-            if !events.contains(where: { $0.0 >= tick }) && held.isEmpty { break }
-            if !held.isEmpty, let lastEvent = burst.last, tick >= lastEvent + quiet || tick >= clockStart + maxWait {
-                lines.append("\(tick) run e\(held.last!)")
-                held = []
-                if tick >= lastEvent + quiet { burst = [] } else { clockStart = tick }
-            }
-            for (time, token) in events where time == tick {
-                let inBurst = burst.last.map { tick < $0 + quiet || !held.isEmpty } ?? false
-                if !inBurst {
-                    burst = [tick]
-                    clockStart = tick
-                    if leading {
-                        lines.append("\(tick) run e\(token)")
-                    } else {
-                        held = [token]
-                        lines.append("\(tick) hold e\(token)")
-                    }
-                    continue
-                }
-                burst.append(tick)
-                if trailing {
-                    if let old = held.last { lines.append("\(tick) superseded e\(old)") }
-                    held.append(token)
-                    lines.append("\(tick) hold e\(token)")
-                } else if tick >= clockStart + maxWait {
-                    clockStart = tick
-                    lines.append("\(tick) run e\(token)")
-                } else {
-                    lines.append("\(tick) drop e\(token) retry \(Swift.min(tick + quiet, clockStart + maxWait) - tick)")
-                }
-            }
-            tick += 1
-        }
-        return lines
-    }
-}
-
 @Suite struct TimedPropertyTests {
     static let gaps = Gen.int(in: 0...6).array(of: 0...40)
 
@@ -173,7 +47,7 @@ struct NaiveDebounce {
             let (leading, trailing, first) = [(true, false, false), (true, true, false), (true, true, true), (false, true, false), (false, true, true)][mode]
             let options = try! ThrottleOptions(interval: .milliseconds(interval), leading: leading, trailing: trailing, delivers: first ? .first : .latest)
             let real = trace(Throttle(options: options), gaps: gaps)
-            let naive = NaiveThrottle(interval: Int64(interval), leading: leading, trailing: trailing, first: first).trace(gaps: gaps)
+            let naive = naiveThrottle(modelEvents(gaps: gaps), interval: Int64(interval), leading: leading, trailing: trailing, first: first)
             #expect(real == naive)
         }
     }
@@ -184,7 +58,7 @@ struct NaiveDebounce {
             let maxWait: Int64? = extra == 0 ? nil : Int64(quiet + extra - 1)
             let options = try! DebounceOptions(quiet: .milliseconds(quiet), maxWait: maxWait.map { .milliseconds($0) }, leading: leading, trailing: trailing)
             let real = trace(Debounce(options: options), gaps: gaps)
-            let naive = NaiveDebounce(quiet: Int64(quiet), maxWait: maxWait, leading: leading, trailing: trailing).trace(gaps: gaps)
+            let naive = naiveDebounce(modelEvents(gaps: gaps), quiet: Int64(quiet), maxWait: maxWait, leading: leading, trailing: trailing)
             #expect(real == naive)
         }
     }
