@@ -11,6 +11,7 @@ public struct LineReply: ~Copyable {
     /// Whether the codec tried to write a CR or an LF.
     public private(set) var isInvalid = false
 
+    @usableFromInline
     init(_ builder: UnsafeMutablePointer<ReplyBuilder>) {
         self.builder = builder
     }

@@ -41,8 +41,8 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     // hops to the transport's loop before touching any state; everything else runs on that loop.
 
     private let server: LineServer
-    private let gate: Gate
-    private let connection: any SessionTransport
+    @usableFromInline let gate: Gate
+    @usableFromInline let connection: any SessionTransport
     /// The scope this session's requests wait in.
     public let scope: GateScope
     /// Requests whose reply has not been written yet.
@@ -56,7 +56,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     /// The per-connection `ECHO` limit.
     private let echoLimit: UnsafeMutablePointer<RateLimitState>
     /// Reply bytes are assembled here, then written with one call.
-    private let outgoing: UnsafeMutablePointer<ReplyBuilder>
+    @usableFromInline let outgoing: UnsafeMutablePointer<ReplyBuilder>
     /// Where the status of the reply being assembled starts (after `<id> `).
     private var statusStart = 0
 
@@ -109,7 +109,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     }
 
     /// One more request whose reply comes later; at the cap, reading pauses.
-    private func replyPending() {
+    @usableFromInline func replyPending() {
         outstanding += 1
         if outstanding >= server.configuration.maximumInFlight, !pausedAtCap {
             pausedAtCap = true
@@ -231,6 +231,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     // MARK: - Plugin verbs
 
     /// Decodes a plugin verb's arguments and submits the request to the gate.
+    @inlinable
     func route<Codec: LineCodec>(
         _ line: UnsafeRawBufferPointer, _ parsed: RequestLine.Parsed, codec: Codec, plugin: PluginHandle<Codec.Plugin>
     ) {
@@ -279,12 +280,13 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
 
     /// The completion of a request whose outcome comes later: renders it with `codec` on this
     /// session's loop.
-    private func completion<Codec: LineCodec>(_ codec: Codec, id: String) -> @Sendable (GateOutcome<Codec.Plugin.Output>) -> Void {
+    @inlinable
+    func completion<Codec: LineCodec>(_ codec: Codec, id: String) -> @Sendable (GateOutcome<Codec.Plugin.Output>) -> Void {
         { outcome in self.deliver(id: id) { codec.encode(outcome, into: &$0) } }
     }
 
     /// Writes the reply to `id` of a request answered later (from any loop).
-    private func deliver(id: String, _ render: @escaping @Sendable (inout LineReply) -> Void) {
+    @usableFromInline func deliver(id: String, _ render: @escaping @Sendable (inout LineReply) -> Void) {
         guard connection.loop.inEventLoop else {
             connection.loop.executeIfRunning { self.deliver(id: id, render) }
             return
@@ -307,7 +309,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     }
 
     /// Starts a reply: `<id> `.
-    private func begin(_ line: UnsafeRawBufferPointer, id: Range<Int>) {
+    @usableFromInline func begin(_ line: UnsafeRawBufferPointer, id: Range<Int>) {
         outgoing.pointee.reset()
         outgoing.pointee.append(UnsafeRawBufferPointer(rebasing: line[id]))
         outgoing.pointee.append(byte: 0x20)
@@ -316,7 +318,7 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
 
     /// Ends a reply started with `begin` and writes it; a reply the codec could not write
     /// (it held a CR or an LF) becomes `<id> ERR bad-reply`.
-    private func finish(_ reply: consuming LineReply) {
+    @usableFromInline func finish(_ reply: consuming LineReply) {
         if reply.isInvalid {
             server.logger.warning("a codec wrote a reply holding a CR or an LF; answered ERR bad-reply")
             outgoing.pointee.truncate(to: statusStart)

@@ -13,7 +13,7 @@ public struct LineVerbs: Sendable {
     /// Verbs the server answers itself.
     public static let reservedVerbs: Set<String> = ["PING", "ECHO", "CANCEL", "STATS"]
 
-    private(set) var routes: [LineRoute] = []
+    @usableFromInline var routes: [LineRoute] = []
 
     /// No verbs.
     public init() {}
@@ -23,6 +23,7 @@ public struct LineVerbs: Sendable {
     /// - Throws: ``GateError`` with code `.duplicatePlugin` when the verb (or the plugin) is
     ///   taken, `.reservedVerb` for a verb the server answers itself, `.invalidPlugin` for an
     ///   empty or malformed verb.
+    @inlinable
     public mutating func register<Codec: LineCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(GateError) {
         let verb = codec.verb.uppercased()
         guard !verb.isEmpty, verb.utf8.count <= 32, verb.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -42,14 +43,21 @@ public struct LineVerbs: Sendable {
 }
 
 /// One verb's route: its codec and plugin with their types erased.
+///
+/// `register` and this initializer are inlinable so that the route's closure, and everything
+/// it calls down to the plugin's policy, is specialized for the concrete codec and plugin in
+/// the module that registers them: unspecialized, every request paid for generic metadata
+/// lookups several times over.
+@usableFromInline
 struct LineRoute: Sendable {
-    let verb: String
+    @usableFromInline let verb: String
     /// The plugin's name: the effect ID `CANCEL` names.
-    let name: String
-    let isCancellable: Bool
-    let counters: [PluginCounter]
-    let handle: @Sendable (LineSession, UnsafeRawBufferPointer, RequestLine.Parsed) -> Void
+    @usableFromInline let name: String
+    @usableFromInline let isCancellable: Bool
+    @usableFromInline let counters: [PluginCounter]
+    @usableFromInline let handle: @Sendable (LineSession, UnsafeRawBufferPointer, RequestLine.Parsed) -> Void
 
+    @inlinable
     init<Codec: LineCodec>(codec: Codec, plugin: PluginHandle<Codec.Plugin>, verb: String) {
         self.verb = verb
         self.name = plugin.name

@@ -8,6 +8,7 @@ import Darwin
 
 /// Reply bytes assembled with `memcpy` in a buffer a session keeps for its life, then written
 /// with one call: the `ECHO` and `PING` paths allocate nothing per line.
+@usableFromInline
 struct ReplyBuilder: ~Copyable {
     private var storage: UnsafeMutableRawPointer
     private var capacity: Int
