@@ -5,7 +5,9 @@ public struct GateOptions: Sendable, Hashable {
     public var shutdownGracePeriod: Duration
     /// How often each shard sweeps its tables for keys whose state no longer matters.
     public var sweepInterval: Duration
-    /// How many entries of each table one sweep examines.
+    /// How many entries of each table one sweep examines at least; a sweep examines twice as
+    /// many as the keys that arrived since the last one when that is more, so it keeps up with
+    /// any arrival rate.
     public var sweepBatch: Int
 
     /// The defaults: a 5 s grace period, a sweep of 256 entries per table every 250 ms.

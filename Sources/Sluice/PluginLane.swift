@@ -681,11 +681,11 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     // MARK: - Upkeep
 
     @usableFromInline func sweep(now: Instant, maxEntries: Int) {
-        throttle?.sweep(now: now, maxEntries: maxEntries)
-        debounce?.sweep(now: now, maxEntries: maxEntries)
-        rateLimit?.sweep(now: now, maxEntries: maxEntries)
-        idempotency?.sweep(now: now, maxEntries: maxEntries)
-        recordQuota?.sweep(now: now, maxEntries: maxEntries)
+        throttle?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        debounce?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        rateLimit?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        idempotency?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        recordQuota?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
         reportEvictions()
     }
 

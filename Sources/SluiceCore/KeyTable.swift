@@ -124,6 +124,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Least recently used entry, or -1.
     @usableFromInline var tail: Int32
     @usableFromInline var sweepCursor: Int
+    /// `counters.inserted` when ``sweepKeepingUp(now:minimumEntries:)`` last ran.
+    @usableFromInline var insertedAtLastSweep = 0
 
     /// The most entries the table holds.
     public let capacity: Int
@@ -560,6 +562,33 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             examined += 1
         }
         return removed
+    }
+
+    /// A periodic sweep whose work keeps up with the keys arriving: it examines at least
+    /// `minimumEntries` entries, and twice as many as were inserted since its last run. It first
+    /// drops idle entries from the least recently used end (where keys go idle first: an
+    /// idempotency record, for one, is used last when it completes), then goes on like
+    /// ``sweep(now:maxEntries:)``. A sweep of a fixed size falls behind once keys arrive faster
+    /// than it examines them, and the table then fills to its budget with keys that no longer
+    /// matter.
+    ///
+    /// - Returns: how many entries were dropped.
+    @inlinable
+    @discardableResult
+    public mutating func sweepKeepingUp(now: Instant, minimumEntries: Int) -> Int {
+        let arrivals = Swift.max(0, counters.inserted &- insertedAtLastSweep)
+        insertedAtLastSweep = counters.inserted
+        let doubled = arrivals.multipliedReportingOverflow(by: 2)
+        let budget = Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue)
+        var examined = 0
+        var removed = 0
+        while examined < budget, tail >= 0, values[Int(tail)].isIdle(at: now) {
+            _ = remove(entry: tail)
+            removed += 1
+            examined += 1
+            counters.expired &+= 1
+        }
+        return removed + sweep(now: now, maxEntries: budget - examined)
     }
 
     /// Keys from most to least recently used (for tests and diagnostics).

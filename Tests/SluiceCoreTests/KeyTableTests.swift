@@ -80,6 +80,29 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(table.sweep(now: Instant(nanoseconds: 10), maxEntries: 10_000) == 0)
     }
 
+    /// Keys arriving faster than a fixed-size sweep examines them: each key is idle 10 ticks
+    /// after it arrives, 100 arrive per tick, and a sweep runs every tick. A sweep of 8 entries
+    /// falls behind and the table fills to its capacity; the sweep that keeps up holds it near
+    /// the keys still live (1,000) and examines no more than twice the arrivals.
+    @Test func aSweepKeepsUpWithArrivals() throws {
+        var fixed = try KeyTable<Int, Expiring>(capacity: 50_000, whenFull: .evictLeastRecentlyUsed)
+        var keepingUp = try KeyTable<Int, Expiring>(capacity: 50_000, whenFull: .evictLeastRecentlyUsed)
+        var key = 0
+        for tick in Int64(1)...400 {
+            let now = Instant(nanoseconds: tick)
+            for _ in 0..<100 {
+                _ = try fixed.lookup(key, now: now, orInsert: Expiring(value: key, expiresAt: tick + 10))
+                _ = try keepingUp.lookup(key, now: now, orInsert: Expiring(value: key, expiresAt: tick + 10))
+                key += 1
+            }
+            fixed.sweep(now: now, maxEntries: 8)
+            keepingUp.sweepKeepingUp(now: now, minimumEntries: 8)
+        }
+        #expect(fixed.count > 30_000)
+        #expect(keepingUp.count <= 1_100)
+        #expect(keepingUp.stats.evicted == 0)
+    }
+
     @Test func budgetInBytes() throws {
         let perEntry = KeyTable<String, ThrottleState>.estimatedBytesPerEntry
         #expect(perEntry == 16 + 24 + 4 + 8 + 8)
