@@ -1,3 +1,4 @@
+import SluiceLibevent
 import Synchronization
 
 /// Wakes a draining gate when every shard is idle or the grace period is over, whichever comes
@@ -28,7 +29,7 @@ final class DrainSignal: Sendable {
     /// Waits until every shard is idle or the grace period is over.
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
+            let resumeNow = state.withSanitizedLock { state -> Bool in
                 if state.done { return true }
                 state.continuation = continuation
                 return false
@@ -38,7 +39,7 @@ final class DrainSignal: Sendable {
     }
 
     private func finish(_ update: (inout State) -> Bool) {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let continuation = state.withSanitizedLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.done, update(&state) else { return nil }
             state.done = true
             defer { state.continuation = nil }

@@ -89,7 +89,7 @@ private final class SleepWaiter: Sendable {
     private let state = Mutex(State())
 
     func install(_ continuation: CheckedContinuation<Void, any Error>) {
-        let early = state.withLock { state -> Result<Void, any Error>? in
+        let early = state.withSanitizedLock { state -> Result<Void, any Error>? in
             if let outcome = state.pendingOutcome { return outcome }
             state.continuation = continuation
             return nil
@@ -98,7 +98,7 @@ private final class SleepWaiter: Sendable {
     }
 
     func setTimer(_ timer: any GateTimer) {
-        let cancelNow = state.withLock { state -> Bool in
+        let cancelNow = state.withSanitizedLock { state -> Bool in
             if state.done { return true }
             state.timer = timer
             return false
@@ -107,7 +107,7 @@ private final class SleepWaiter: Sendable {
     }
 
     func resume(with outcome: Result<Void, any Error>) {
-        let (continuation, timer) = state.withLock { state -> (CheckedContinuation<Void, any Error>?, (any GateTimer)?) in
+        let (continuation, timer) = state.withSanitizedLock { state -> (CheckedContinuation<Void, any Error>?, (any GateTimer)?) in
             if state.done { return (nil, nil) }
             state.done = true
             defer {

@@ -1,4 +1,5 @@
 import SluiceCore
+import SluiceLibevent
 import Synchronization
 
 /// Where the `async` API waits for a request's outcome: resolved once (by the gate, or by the
@@ -22,11 +23,11 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
     private let state = Mutex(State())
 
     /// The outcome, if known.
-    var outcome: GateOutcome<Output>? { state.withLock { $0.outcome } }
+    var outcome: GateOutcome<Output>? { state.withSanitizedLock { $0.outcome } }
 
     /// Waits with `continuation` (resumed at once if the outcome is known).
     func install(_ continuation: CheckedContinuation<GateOutcome<Output>, Never>) {
-        let known = state.withLock { state -> GateOutcome<Output>? in
+        let known = state.withSanitizedLock { state -> GateOutcome<Output>? in
             if let outcome = state.outcome { return outcome }
             state.continuations.append(continuation)
             return nil
@@ -36,7 +37,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
 
     /// The outcome is known; later calls are ignored.
     func resolve(_ outcome: GateOutcome<Output>) {
-        let waiting = state.withLock { state -> [CheckedContinuation<GateOutcome<Output>, Never>] in
+        let waiting = state.withSanitizedLock { state -> [CheckedContinuation<GateOutcome<Output>, Never>] in
             guard state.outcome == nil else { return [] }
             state.outcome = outcome
             state.location = nil
@@ -49,7 +50,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
     /// The gate registered the request (called on the key's loop). If the caller already left,
     /// the request leaves now.
     func registered(shard: GateShard, lane: Int, token: EventToken) {
-        let left = state.withLock { state -> CancellationReason? in
+        let left = state.withSanitizedLock { state -> CancellationReason? in
             if let reason = state.leftEarly { return reason }
             if state.outcome == nil { state.location = Location(shard: shard, lane: lane, token: token) }
             return nil
@@ -60,7 +61,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
     /// The caller stops waiting: it hears `.cancelled(reason)` now, and the request leaves the
     /// gate (on its loop).
     func leave(reason: CancellationReason) {
-        let location = state.withLock { state -> Location? in
+        let location = state.withSanitizedLock { state -> Location? in
             guard state.outcome == nil else { return nil }
             if state.location == nil { state.leftEarly = reason }
             return state.location

@@ -171,7 +171,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     private func runOrphan(_ job: UnownedJob) {
-        let mustDrain = orphans.withLock { orphans -> Bool in
+        let mustDrain = orphans.withSanitizedLock { orphans -> Bool in
             orphans.jobs.append(job)
             if orphans.draining { return false }
             orphans.draining = true
@@ -181,7 +181,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         let previous = sluice_current_loop_get()
         sluice_current_loop_set(Unmanaged.passUnretained(self).toOpaque())
         defer { sluice_current_loop_set(previous) }
-        while let next = orphans.withLock({ orphans -> UnownedJob? in
+        while let next = orphans.withSanitizedLock({ orphans -> UnownedJob? in
             if orphans.jobs.isEmpty {
                 orphans.draining = false
                 return nil
@@ -237,7 +237,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     private func enqueueIfAccepting(_ job: LoopJob) -> Bool {
-        let (accepted, mustWake) = queue.withLock { queue -> (Bool, Bool) in
+        let (accepted, mustWake) = queue.withSanitizedLock { queue -> (Bool, Bool) in
             guard queue.accepting else { return (false, false) }
             queue.jobs.append(job)
             if queue.wakePending { return (true, false) }
@@ -255,7 +255,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         // Leftovers of the previous wake-up run first: they were queued before anything newer.
         let tookQueue = loopOnly.batch.isEmpty
         if tookQueue {
-            queue.withLock { queue in
+            queue.withSanitizedLock { queue in
                 swap(&queue.jobs, &loopOnly.batch)
                 queue.wakePending = false
             }
@@ -389,7 +389,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
             stopped.store(true, ordering: .releasing)
             throw EventLoopError(code: .threadStartFailed, message: "pthread_create failed with \(result)", input: name)
         }
-        threadBox.withLock { $0 = thread }
+        threadBox.withSanitizedLock { $0 = thread }
     }
 
     private func threadMain() {
@@ -415,7 +415,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
             var leftovers = Array(loopOnly.batch[loopOnly.batchHead...])
             loopOnly.batch.removeAll()
             loopOnly.batchHead = 0
-            let more = queue.withLock { queue -> [LoopJob] in
+            let more = queue.withSanitizedLock { queue -> [LoopJob] in
                 let jobs = queue.jobs
                 queue.jobs.removeAll()
                 if jobs.isEmpty && leftovers.isEmpty { queue.accepting = false }
@@ -448,7 +448,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     public func shutdownGracefully() {
         precondition(!inEventLoop, "shutdownGracefully() called on \(name)'s own thread: it would deadlock")
         _ = enqueueIfAccepting(.stop)
-        let thread = threadBox.withLock { box -> pthread_t? in
+        let thread = threadBox.withSanitizedLock { box -> pthread_t? in
             defer { box = nil }
             return box
         }

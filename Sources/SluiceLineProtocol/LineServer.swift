@@ -2,6 +2,7 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import Sluice
+import SluiceLibevent
 import Synchronization
 
 /// The line-protocol front: a TCP server on the gate's loops whose connections speak
@@ -55,7 +56,7 @@ public final class LineServer: Service, Sendable {
         ) { [self] connection in
             LineSession(server: self, connection: connection)
         }
-        bound.withLock { $0 = server }
+        bound.withSanitizedLock { $0 = server }
         logger.info(
             "listening",
             metadata: [
@@ -67,7 +68,7 @@ public final class LineServer: Service, Sendable {
 
     /// Stops accepting connections; open ones stay open.
     public func stopAccepting() async {
-        if let server = bound.withLock({ $0 }) {
+        if let server = bound.withSanitizedLock({ $0 }) {
             await server.stopAccepting()
         }
     }

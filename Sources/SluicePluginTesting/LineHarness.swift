@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLibevent
 import SluiceLineProtocol
 import Synchronization
 
@@ -81,12 +82,12 @@ public final class HarnessClient: SessionTransport, Sendable {
     }
 
     func attach(_ session: LineSession) {
-        self.session.withLock { $0 = session }
+        self.session.withSanitizedLock { $0 = session }
     }
 
     /// Sends one request line (no LF) and lets the loop run what it started.
     public func send(_ line: String) async {
-        guard let session = session.withLock({ $0 }) else { return }
+        guard let session = session.withSanitizedLock({ $0 }) else { return }
         await loop.submit {
             var line = line
             line.withUTF8 { session.received(line: UnsafeRawBufferPointer($0)) }
@@ -103,7 +104,7 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     /// Removes and returns every reply received so far, in arrival order.
     public func takeReplies() -> [String] {
-        replies.withLock { replies in
+        replies.withSanitizedLock { replies in
             defer { replies.removeAll() }
             return replies
         }
@@ -111,7 +112,7 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     /// Removes and returns the first reply whose id is `id`.
     public func takeReply(to id: String) -> String? {
-        replies.withLock { replies in
+        replies.withSanitizedLock { replies in
             guard let index = replies.firstIndex(where: { $0.hasPrefix(id + " ") }) else { return nil }
             return replies.remove(at: index)
         }
@@ -129,7 +130,7 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     /// Closes the session (its scope closes: what its requests wait for is cancelled).
     public func close() async {
-        guard let session = session.withLock({ $0 }) else { return }
+        guard let session = session.withSanitizedLock({ $0 }) else { return }
         closedFlag.store(true, ordering: .releasing)
         await loop.submit { session.closed() }
         for _ in 0..<4 { await loop.submit {} }
@@ -142,7 +143,7 @@ public final class HarnessClient: SessionTransport, Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard !isClosed else { return false }
         let text = String(decoding: bytes, as: UTF8.self)
-        replies.withLock { replies in
+        replies.withSanitizedLock { replies in
             for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
                 replies.append(String(line))
             }
@@ -152,6 +153,6 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     public func closeAfterFlush() {
         closedFlag.store(true, ordering: .releasing)
-        session.withLock { $0 }?.closed()
+        session.withSanitizedLock { $0 }?.closed()
     }
 }

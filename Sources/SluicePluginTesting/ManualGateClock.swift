@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLibevent
 import Synchronization
 
 /// A ``GateClock`` that stands still until a test advances it: plugin and gate tests decide
@@ -20,10 +21,10 @@ public final class ManualGateClock: GateClock, Sendable {
         state = Mutex(State(now: start))
     }
 
-    public var now: Instant { state.withLock { $0.now } }
+    public var now: Instant { state.withSanitizedLock { $0.now } }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
-        state.withLock { state in
+        state.withSanitizedLock { state in
             state.sequence += 1
             let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: EventLoop.current, body: body)
             state.timers.append(timer)
@@ -33,7 +34,7 @@ public final class ManualGateClock: GateClock, Sendable {
 
     /// The number of timers armed and not yet fired or cancelled.
     public var pendingTimers: Int {
-        state.withLock { $0.timers.filter { !$0.isCancelled }.count }
+        state.withSanitizedLock { $0.timers.filter { !$0.isCancelled }.count }
     }
 
     /// Moves the clock forward by `duration`, running every timer that comes due on its loop (in
@@ -57,23 +58,23 @@ public final class ManualGateClock: GateClock, Sendable {
             for loop in loops { await settle(loop) }
             if nextDueDeadline(before: target) == nil { break }
         }
-        state.withLock { $0.now = max($0.now, target) }
+        state.withSanitizedLock { $0.now = max($0.now, target) }
     }
 
     /// Moves the clock forward without running the timers that come due: what a socket
     /// callback sees when libevent runs it before the due timers of the same loop iteration.
     public func advanceWithoutFiring(by duration: Duration) {
-        state.withLock { $0.now = $0.now + duration }
+        state.withSanitizedLock { $0.now = $0.now + duration }
     }
 
     private func nextDueDeadline(before target: Instant) -> Instant? {
-        state.withLock { state in
+        state.withSanitizedLock { state in
             state.timers.lazy.filter { !$0.isCancelled && $0.deadline <= target }.map(\.deadline).min()
         }
     }
 
     private func nextDue(before target: Instant) -> ManualTimer? {
-        state.withLock { state in
+        state.withSanitizedLock { state in
             state.timers.removeAll { $0.isCancelled }
             guard let index = state.timers.indices.min(by: { state.timers[$0] < state.timers[$1] }),
                 state.timers[index].deadline <= target

@@ -126,7 +126,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             for delay in [30, 10, 20] {
                 loop.schedule(at: base + .milliseconds(Int64(delay))) {
-                    let done = order.withLock { order -> Bool in
+                    let done = order.withSanitizedLock { order -> Bool in
                         order.append(delay)
                         return order.count == 3
                     }
@@ -134,7 +134,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
                 }
             }
         }
-        #expect(order.withLock { $0 } == [10, 20, 30])
+        #expect(order.withSanitizedLock { $0 } == [10, 20, 30])
     }
 
     @Test func jobsFromFourThreadsRunOnceInOrderPerThread() async throws {
@@ -154,7 +154,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         }
         loop.shutdownGracefully()
 
-        let result = recorder.seen.withLock { $0 }
+        let result = recorder.seen.withSanitizedLock { $0 }
         for thread in 0..<threads {
             #expect(result[thread] == Array(0..<perThread), "thread \(thread): jobs lost, repeated or out of order")
         }
@@ -188,14 +188,14 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         let loop = try EventLoop(name: "orphan")
         let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let task = Task(executorPreference: loop) { () -> (Bool, Bool) in
-            await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } }
+            await withCheckedContinuation { continuation in parked.withSanitizedLock { $0 = continuation } }
             // A timer armed now never fires: the base is gone; arming must not crash.
             loop.schedule(after: .milliseconds(1)) {}
             return (loop.inEventLoop, loop.isShutDown)
         }
-        while parked.withLock({ $0 == nil }) { await Task.yield() }
+        while parked.withSanitizedLock({ $0 == nil }) { await Task.yield() }
         loop.shutdownGracefully()
-        parked.withLock { $0 }?.resume()
+        parked.withSanitizedLock { $0 }?.resume()
         let (onLoop, stopped) = await task.value
         #expect(onLoop)
         #expect(stopped)
@@ -242,7 +242,7 @@ private final class JobRecorder: Sendable {
             for sequence in 0..<jobs {
                 loop.execute {
                     if !loop.inEventLoop { self.offLoop.add(1, ordering: .relaxed) }
-                    self.seen.withLock { $0[thread].append(sequence) }
+                    self.seen.withSanitizedLock { $0[thread].append(sequence) }
                 }
             }
             done.resume()

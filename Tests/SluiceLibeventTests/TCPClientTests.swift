@@ -39,26 +39,26 @@ private final class CollectingHandler: TCPConnectionHandler, Sendable {
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
         let text = String(decoding: line, as: UTF8.self)
-        lines.withLock { $0.append(text) }
+        lines.withSanitizedLock { $0.append(text) }
     }
 
     func connectionReceivedOverlongLine(_ connection: TCPConnection) {
-        lines.withLock { $0.append("<overlong>") }
+        lines.withSanitizedLock { $0.append("<overlong>") }
     }
 
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
-        closed.withLock { $0 = reason }
+        closed.withSanitizedLock { $0 = reason }
     }
 
     /// Waits (up to 5 s) until `count` lines arrived; returns them.
     func waitForLines(_ count: Int) async throws -> [String] {
-        try await pollUntil(seconds: 5) { lines.withLock { $0.count >= count } }
-        return lines.withLock { $0 }
+        try await pollUntil(seconds: 5) { lines.withSanitizedLock { $0.count >= count } }
+        return lines.withSanitizedLock { $0 }
     }
 
     func waitForClose() async throws -> TCPConnection.CloseReason? {
-        try await pollUntil(seconds: 5) { closed.withLock { $0 } != nil }
-        return closed.withLock { $0 }
+        try await pollUntil(seconds: 5) { closed.withSanitizedLock { $0 } != nil }
+        return closed.withSanitizedLock { $0 }
     }
 }
 

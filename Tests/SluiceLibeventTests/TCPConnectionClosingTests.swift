@@ -19,7 +19,7 @@ private final class ClosingHandler: TCPConnectionHandler {
     init(log: ClosingLog) { self.log = log }
 
     func connectionOpened(_ connection: TCPConnection) {
-        log.connections.withLock { $0.append(connection) }
+        log.connections.withSanitizedLock { $0.append(connection) }
     }
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
@@ -38,7 +38,7 @@ private final class ClosingHandler: TCPConnectionHandler {
     func connectionReceivedOverlongLine(_ connection: TCPConnection) {}
 
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
-        log.events.withLock { $0.append("closed \(reason)") }
+        log.events.withSanitizedLock { $0.append("closed \(reason)") }
     }
 }
 
@@ -82,7 +82,7 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
             try large.send("big\nclose-after bye\nafter\n")
             // Read only once the server holds output the socket did not take.
             try await pollUntil {
-                guard let connection = log.connections.withLock({ $0.count == 2 ? $0[1] : nil }) else { return false }
+                guard let connection = log.connections.withSanitizedLock({ $0.count == 2 ? $0[1] : nil }) else { return false }
                 return await connection.loop.submit { connection.pendingOutputBytes > 0 }
             }
             #expect(await linesUntilClose(large) == ["bye"])
@@ -105,8 +105,8 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
                 }
             }
             #expect(connected == 0)
-            try await pollUntil { log.connections.withLock { !$0.isEmpty } }
-            let connection = try #require(log.connections.withLock { $0.first })
+            try await pollUntil { log.connections.withSanitizedLock { !$0.isEmpty } }
+            let connection = try #require(log.connections.withSanitizedLock { $0.first })
             // Hold the loop until the request and the reset have both arrived, so that one read
             // sees both: the reply's write at the end of that batch meets the reset.
             let held = Atomic<Bool>(false)
@@ -123,7 +123,7 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
             // Loopback delivers both segments within the calls above.
             release.signal()
             try await pollUntil { await server.connectionCount() == 0 }
-            #expect(log.events.withLock { $0 } == ["closed error(\(ECONNRESET))"])
+            #expect(log.events.withSanitizedLock { $0 } == ["closed error(\(ECONNRESET))"])
         }
     }
 
@@ -135,11 +135,11 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
             let client = try LineClient(port: server.port)
             try client.send("big\n")
             try await pollUntil {
-                guard let connection = log.connections.withLock({ $0.first }) else { return false }
+                guard let connection = log.connections.withSanitizedLock({ $0.first }) else { return false }
                 return await connection.loop.submit { connection.isReadingPaused }
             }
             try await pollUntil { await server.connectionCount() == 0 }
-            #expect(log.events.withLock { $0 } == ["closed idleTimeout"])
+            #expect(log.events.withSanitizedLock { $0 } == ["closed idleTimeout"])
         }
     }
 }

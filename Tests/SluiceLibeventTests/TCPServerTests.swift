@@ -19,7 +19,7 @@ private final class TestEchoHandler: TCPConnectionHandler {
 
     func connectionOpened(_ connection: TCPConnection) {
         observations.opened.add(1, ordering: .relaxed)
-        observations.connections.withLock { $0.append(connection) }
+        observations.connections.withSanitizedLock { $0.append(connection) }
     }
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
@@ -33,7 +33,7 @@ private final class TestEchoHandler: TCPConnectionHandler {
     }
 
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
-        observations.closeReasons.withLock { $0.append(reason) }
+        observations.closeReasons.withSanitizedLock { $0.append(reason) }
     }
 }
 
@@ -125,12 +125,12 @@ private func withEchoServer(
                         try client.send("\(index) \(line)\n")
                     }
                 } catch {
-                    sendFailure.withLock { $0 = error }
+                    sendFailure.withSanitizedLock { $0 = error }
                 }
             }
             sender.start()
             try await pollUntil(seconds: 15) {
-                guard let connection = observations.connections.withLock({ $0.first }) else { return false }
+                guard let connection = observations.connections.withSanitizedLock({ $0.first }) else { return false }
                 return await connection.loop.submit { connection.isReadingPaused }
             }
             // Now drain: reading resumes below the low watermark and every echo arrives in order.
@@ -144,7 +144,7 @@ private func withEchoServer(
                 received += 1
             }
             #expect(received == lines)
-            #expect(sendFailure.withLock { $0 } == nil)
+            #expect(sendFailure.withSanitizedLock { $0 } == nil)
         }
     }
 
@@ -154,7 +154,7 @@ private func withEchoServer(
             try client.send("ping\n")
             #expect(try await client.readLine() == "ping")
             #expect(try await client.waitForClose())
-            #expect(observations.closeReasons.withLock { $0 } == [.idleTimeout])
+            #expect(observations.closeReasons.withSanitizedLock { $0 } == [.idleTimeout])
         }
     }
 
@@ -167,7 +167,7 @@ private func withEchoServer(
             }
             // The client is gone; wait until the server has seen it.
             try await pollUntil { await server.connectionCount() == 0 }
-            #expect(observations.closeReasons.withLock { $0 } == [.endOfStream])
+            #expect(observations.closeReasons.withSanitizedLock { $0 } == [.endOfStream])
         }
     }
 

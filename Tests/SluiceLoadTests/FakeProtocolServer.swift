@@ -50,13 +50,13 @@ final class FakeProtocolServer: Sendable {
             return fault == .corruptEcho ? "\(id) OK x\(rest)" : "\(id) OK \(rest)"
         case "TAP":
             if fault == .errOnTap { return "\(id) ERR busy" }
-            let taps = ledger.withLock { $0.taps += 1; return $0.taps }
+            let taps = ledger.withSanitizedLock { $0.taps += 1; return $0.taps }
             return "\(id) OK tap=\(taps)"
         case "PAY":
             let args = rest.split(separator: " ").map(String.init)
             guard args.count == 3 else { return "\(id) ERR usage PAY" }
             let record = args[0] + " " + args[1]
-            let (charge, replayed) = ledger.withLock { ledger -> (String, Bool) in
+            let (charge, replayed) = ledger.withSanitizedLock { ledger -> (String, Bool) in
                 if fault != .chargeEveryPay, let known = ledger.charges[record] { return (known, true) }
                 ledger.payments += 1
                 let charge = "ch\(chargeCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
@@ -67,12 +67,12 @@ final class FakeProtocolServer: Sendable {
         case "SEARCH":
             let args = rest.split(separator: " ", maxSplits: 1).map(String.init)
             guard args.count == 2 else { return "\(id) ERR usage SEARCH" }
-            ledger.withLock { $0.searches += 1 }
+            ledger.withSanitizedLock { $0.searches += 1 }
             let reply = "\(id) OK results=\(args[1])\n"
             connection.loop.schedule(after: .milliseconds(2)) { connection.write(reply) }
             return nil
         case "STATS":
-            let snapshot = ledger.withLock { $0 }
+            let snapshot = ledger.withSanitizedLock { $0 }
             return "\(id) OK taps=\(snapshot.taps) payments=\(snapshot.payments) declines=0 searches=\(snapshot.searches) cancelled=0 keys=0 connections=0"
         default:
             return "\(id) ERR unknown-verb"

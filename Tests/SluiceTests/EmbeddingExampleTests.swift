@@ -1,5 +1,6 @@
 import Foundation
 import SluiceEmbeddingExample
+import SluiceLibevent
 import Synchronization
 import Testing
 
@@ -7,8 +8,8 @@ import Testing
 @Suite struct EmbeddingExampleTests {
     @Test func itRunsAndReportsEveryOutcome() async throws {
         let lines = Mutex<[String]>([])
-        try await EmbeddingExample.run { line in lines.withLock { $0.append(line) } }
-        #expect(lines.withLock { $0 } == [
+        try await EmbeddingExample.run { line in lines.withSanitizedLock { $0.append(line) } }
+        #expect(lines.withSanitizedLock { $0 } == [
             "tap 1: ran, tap number 1",
             "tap 2: throttled",
             "payment: executed, retry: replayed, same charge: true",

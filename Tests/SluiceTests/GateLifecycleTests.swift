@@ -1,8 +1,9 @@
 import Sluice
 import SluiceButtonTap
+import SluiceLibevent
 import SluicePluginTesting
-import Synchronization
 import SluiceTestSupport
+import Synchronization
 import Testing
 
 /// Sweeps, shard choice, tallies and the drain, with no listener anywhere.
@@ -85,7 +86,7 @@ import Testing
         var plugins = PluginRegistry()
         let stubborn = try plugins.register(ProbePlugin<String>(policy: .unrestricted) { _, context in
             // Ignores cancellation: waits for the test to let it go, then touches its context.
-            await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
+            await withCheckedContinuation { continuation in release.withSanitizedLock { $0 = continuation } }
             _ = context.incrementTally()
             _ = context.now
             try? await context.sleep(for: .milliseconds(1))
@@ -95,11 +96,11 @@ import Testing
         let harness = try GateHarness(plugins: plugins)
         defer { harness.shutdown() }
         let ticket = await harness.gate.start(harness.gate.request(stubborn, Probe(key: "k")))
-        try await pollUntil { release.withLock { $0 != nil } }
+        try await pollUntil { release.withSanitizedLock { $0 != nil } }
         await harness.gate.shutdown(gracePeriod: .zero)
         #expect(await ticket.outcome.kind == "cancelled(shutdown)")
         harness.group.shutdownGracefully()
-        release.withLock { $0 }?.resume()
+        release.withSanitizedLock { $0 }?.resume()
         try await pollUntil { resumed.load(ordering: .acquiring) }
     }
 }

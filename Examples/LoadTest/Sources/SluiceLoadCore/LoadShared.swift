@@ -58,12 +58,12 @@ final class LoadShared: Sendable {
 
     /// Offers a freshly sent payment for later duplicates.
     func publish(_ payment: PaymentRecord) {
-        duplicates.withLock { $0.add(payment) }
+        duplicates.withSanitizedLock { $0.add(payment) }
     }
 
     /// A recent payment sent by another connection, if any.
     func duplicate(excludingConnection connection: Int, draw: UInt64) -> PaymentRecord? {
-        duplicates.withLock { $0.pick(excludingConnection: connection, draw: draw) }
+        duplicates.withSanitizedLock { $0.pick(excludingConnection: connection, draw: draw) }
     }
 }
 
