@@ -31,6 +31,12 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var acceptBackoff: Duration
     /// The listen backlog.
     public var backlog: Int
+    /// How long one connection's lines may be handled in a row before the loop turns to its
+    /// other connections: past it, the rest of what the connection sent waits (and reading
+    /// pauses) for the loop's next pass. A pass over busy connections then lasts about this
+    /// times their number, so one client's pipelined flood delays another's request by no
+    /// more than that. `nil` hands over everything read at once.
+    public var turnDuration: Duration?
 
     /// A configuration with the defaults of `sluice-echo`.
     public init(
@@ -44,7 +50,8 @@ public struct TCPConfiguration: Sendable, Hashable {
         maximumConnections: Int? = 10_000,
         connectionBufferBudget: Int? = 256 << 20,
         acceptBackoff: Duration = .milliseconds(50),
-        backlog: Int = 1024
+        backlog: Int = 1024,
+        turnDuration: Duration? = .microseconds(200)
     ) {
         self.host = host
         self.port = port
@@ -57,6 +64,7 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.connectionBufferBudget = connectionBufferBudget
         self.acceptBackoff = acceptBackoff
         self.backlog = backlog
+        self.turnDuration = turnDuration
     }
 
     /// Checks every field; throws ``EventLoopError`` with code `.invalidArgument` naming the
@@ -78,6 +86,7 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("connectionBufferBudget must be at least outputHighWatermark", connectionBufferBudget)
         }
         if acceptBackoff <= .zero { try fail("acceptBackoff must be positive", acceptBackoff) }
+        if let turnDuration, turnDuration <= .zero { try fail("turnDuration must be positive", turnDuration) }
         if backlog < 1 { try fail("backlog must be at least 1", backlog) }
     }
 }

@@ -100,6 +100,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         var lineTimerArmed = false
         /// A job that frames input left buffered when reading resumed is queued.
         var resumeQueued = false
+        /// The connection used up its turn: reading waits for the loop's next pass, where a
+        /// timer frames the rest of its input.
+        var readPausedForTurn = false
         /// Why the connection closes once flushed, when not the default.
         var closeReason: CloseReason?
     }
@@ -316,7 +319,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     /// buffer budget, or closing.
     private var readingPaused: Bool {
         readPausedForBackpressure || hot.pointee.readPausedByHandler || hot.pointee.readPausedForBudget
-            || closeWhenFlushed
+            || hot.pointee.readPausedForTurn || closeWhenFlushed
     }
 
     /// Enables `EV_READ` exactly when nothing pauses reading and input has not ended.
@@ -490,21 +493,42 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
 
     fileprivate func readable() {
         var completedLines = false
+        let turnEnds = configuration.turnDuration.map { EventLoop.monotonicNow() + $0 }
         repeat {
-            completedLines = frameInput() || completedLines
+            completedLines = frameInput(until: turnEnds) || completedLines
             flushStaging()
         } while resumeReadingIfDrained()
-        timeIncompleteLine(completedLines: completedLines)
+        if !hot.pointee.readPausedForTurn { timeIncompleteLine(completedLines: completedLines) }
         accountBuffers()
+    }
+
+    /// Lines handled between two looks at the clock while a turn lasts.
+    private static let linesPerClockCheck = 16
+
+    /// The connection's turn is over with input left: reading pauses, and a timer of the
+    /// loop's next pass (after it has polled every socket) goes on with the input.
+    private func yieldTurn() {
+        guard !hot.pointee.readPausedForTurn else { return }
+        hot.pointee.readPausedForTurn = true
+        updateReading()
+        _ = loop.schedule(after: .zero) { [self] in
+            guard hot.pointee.readPausedForTurn else { return }
+            hot.pointee.readPausedForTurn = false
+            guard bufferEvent != nil else { return }
+            updateReading()
+            if !readingPaused { readable() }
+        }
     }
 
     /// Hands the buffered input's lines to the handler until it runs out, the connection
     /// closes or reading pauses; writes made meanwhile collect in `staging`. Returns whether
     /// any line (or overlong line) was handed over.
     @discardableResult
-    private func frameInput() -> Bool {
+    private func frameInput(until turnEnds: Instant?) -> Bool {
         guard let bufferEvent else { return false }
         var handed = false
+        var sinceClockCheck = 0
+        var turnOver = false
         let input = bufferevent_get_input(bufferEvent)
         batching = true
         defer { batching = false }
@@ -526,11 +550,22 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 case .overlong:
                     handler.connectionReceivedOverlongLine(self)
                 }
-                return self.handlesInput
+                if let turnEnds {
+                    sinceClockCheck += 1
+                    if sinceClockCheck == Self.linesPerClockCheck {
+                        sinceClockCheck = 0
+                        turnOver = EventLoop.monotonicNow() >= turnEnds
+                    }
+                }
+                return self.handlesInput && !turnOver
             }
             guard self.bufferEvent != nil else { return handed }
             evbuffer_drain(input, consumed)
             applyBackpressure(bufferEvent)
+            if turnOver {
+                if handlesInput && evbuffer_get_length(input) > 0 { yieldTurn() }
+                break
+            }
             if consumed == 0 { break }
         }
         return handed

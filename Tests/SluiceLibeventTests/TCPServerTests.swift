@@ -37,6 +37,31 @@ private final class TestEchoHandler: TCPConnectionHandler {
     }
 }
 
+/// Echoes lines, and at the first line queues a job on the loop that records how many lines
+/// the connection had handed over when it ran: a job queued on the loop runs once the current
+/// callback has returned, so the figure is how many lines one turn handled.
+private final class TurnProbeHandler: TCPConnectionHandler, Sendable {
+    let handled = Atomic<Int>(0)
+    let handledWhenJobRan = Atomic<Int>(-1)
+
+    func connectionOpened(_ connection: TCPConnection) {}
+
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+        if handled.add(1, ordering: .relaxed).newValue == 1 {
+            connection.loop.execute { [self] in
+                handledWhenJobRan.store(handled.load(ordering: .relaxed), ordering: .relaxed)
+            }
+        }
+        var reply = Array(line)
+        reply.append(0x0A)
+        reply.withUnsafeBytes { _ = connection.write($0) }
+    }
+
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {}
+
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
+}
+
 /// Starts an echo server on a fresh group, runs `body`, then shuts everything down.
 private func withEchoServer(
     loops: Int = 2,
@@ -103,6 +128,29 @@ private func withEchoServer(
             try client.send("1234\n12345\nok\n")
             #expect(try await client.readLines(3) == ["1234", "- ERR line-too-long", "ok"])
         }
+    }
+
+    /// A pipelined connection hands over lines for at most its turn, then lets the loop serve
+    /// everything else before it goes on; none of its lines is lost or reordered.
+    @Test func aConnectionYieldsItsTurnAndLosesNothing() async throws {
+        let group = try EventLoopGroup(loopCount: 1, namePrefix: "turn-test")
+        defer { group.shutdownGracefully() }
+        let probe = TurnProbeHandler()
+        // A turn that is over at the first look at the clock: 16 lines.
+        let server = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0, turnDuration: .nanoseconds(1))) { _ in probe }
+        let client = try LineClient(port: server.port, timeoutSeconds: 20)
+        let lines = (0..<5_000).map { "line \($0)" }
+        try client.send(lines.joined(separator: "\n") + "\n")
+        #expect(try await client.readLines(lines.count) == lines)
+        #expect(probe.handledWhenJobRan.load(ordering: .relaxed) == 16)
+
+        // Without a turn, the whole read is handed over in one go.
+        let untimed = TurnProbeHandler()
+        let second = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0, turnDuration: nil)) { _ in untimed }
+        let other = try LineClient(port: second.port, timeoutSeconds: 20)
+        try other.send(lines.joined(separator: "\n") + "\n")
+        #expect(try await other.readLines(lines.count) == lines)
+        #expect(untimed.handledWhenJobRan.load(ordering: .relaxed) > 16)
     }
 
     @Test func stopsReadingWhenThePeerDoesNotDrainAndResumes() async throws {
