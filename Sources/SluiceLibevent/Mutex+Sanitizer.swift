@@ -42,8 +42,10 @@ extension Mutex where Value: ~Copyable {
     package borrowing func withSanitizedLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        try withLock { (value: inout sending Value) throws(E) -> sending Result in
-            let address = withUnsafeMutablePointer(to: &value) { UnsafeMutableRawPointer($0) }
+        // The mutex's own address names it: taken before the lock and without touching the
+        // value, so no access to the value comes before the acquire.
+        let address = withUnsafePointer(to: self) { UnsafeMutableRawPointer(mutating: $0) }
+        return try withLock { (value: inout sending Value) throws(E) -> sending Result in
             sanitizerAcquire(address)
             defer { sanitizerRelease(address) }
             return try body(&value)
