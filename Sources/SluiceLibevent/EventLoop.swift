@@ -316,7 +316,10 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     private func arm(_ timer: LoopTimer) {
         assertInEventLoop()
-        guard !timer.isCancelled, !loopOnly.stopRequested else { return }
+        guard !timer.isCancelled, !loopOnly.stopRequested else {
+            timer.body = nil
+            return
+        }
         let context = Unmanaged.passRetained(timer).toOpaque()
         guard let event = event_new(base, -1, 0, eventLoopTimerCallback, context) else {
             Unmanaged<LoopTimer>.fromOpaque(context).release()
@@ -333,6 +336,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// drops the event's reference to the timer.
     fileprivate func disarm(_ timer: LoopTimer) {
         assertInEventLoop()
+        timer.body = nil
         guard let event = timer.event else { return }
         timer.event = nil
         event_del(event)
@@ -342,9 +346,20 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     fileprivate func fire(_ timer: LoopTimer) {
+        // libevent measures a timeout from the time it cached when the iteration began (and may
+        // read a coarse clock), so a timer armed late in a long iteration can come due early:
+        // wait out what is left rather than run before the deadline.
+        let early = timer.deadline.nanoseconds - sluice_monotonic_nanoseconds()
+        if early > 0, !timer.isCancelled, let event = timer.event {
+            let microseconds = (early + 999) / 1_000
+            var tv = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
+            event_add(event, &tv)
+            return
+        }
+        let body = timer.body
         disarm(timer)
         if !timer.isCancelled {
-            timer.body()
+            body?()
         }
     }
 
@@ -473,7 +488,10 @@ public protocol LoopResource: AnyObject {
 public final class LoopTimer: Sendable {
     /// The instant it fires at, on the loop's monotonic timeline.
     public let deadline: Instant
-    fileprivate let body: @Sendable () -> Void
+    /// Dropped once the timer fires, is cancelled or its loop stops, so that what it captures
+    /// (often the object holding the timer) is not kept alive by it. Set before the timer is
+    /// handed to its loop, then read and cleared on the loop thread only.
+    nonisolated(unsafe) fileprivate var body: (@Sendable () -> Void)?
     private let loop: EventLoop
     private let cancelled = Atomic<Bool>(false)
     // Written and read on the loop thread only.

@@ -54,5 +54,6 @@ public final class GateHarness: Sendable {
     /// ``Gate/shutdown(gracePeriod:)`` first to test a drain). Call once, from outside the loops.
     public func shutdown() {
         group.shutdownGracefully()
+        clock.cancelAll()
     }
 }

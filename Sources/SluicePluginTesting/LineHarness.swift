@@ -65,6 +65,7 @@ public final class LineHarness: Sendable {
     /// ``Gate/shutdown(gracePeriod:)`` first to test a drain). Call once, from outside the loops.
     public func shutdown() {
         group.shutdownGracefully()
+        clock.cancelAll()
     }
 }
 

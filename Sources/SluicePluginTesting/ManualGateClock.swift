@@ -61,6 +61,16 @@ public final class ManualGateClock: GateClock, Sendable {
         state.withSanitizedLock { $0.now = max($0.now, target) }
     }
 
+    /// Drops every timer without running it: for a harness whose loops have stopped, so that
+    /// what the timers' bodies hold (a shard, its tables) is released with the harness.
+    public func cancelAll() {
+        let timers = state.withSanitizedLock { state -> [ManualTimer] in
+            defer { state.timers.removeAll() }
+            return state.timers
+        }
+        for timer in timers { timer.cancel() }
+    }
+
     /// Moves the clock forward without running the timers that come due: what a socket
     /// callback sees when libevent runs it before the due timers of the same loop iteration.
     public func advanceWithoutFiring(by duration: Duration) {
@@ -93,28 +103,34 @@ public final class ManualGateClock: GateClock, Sendable {
 
 /// A timer of a ``ManualGateClock``.
 private final class ManualTimer: GateTimer, Comparable {
-    // Sendable: every stored property is immutable or atomic.
+    // Sendable: every stored property is immutable, atomic or behind a mutex.
     let deadline: Instant
     let sequence: UInt64
     let loop: EventLoop?
-    private let body: @Sendable () -> Void
+    /// Dropped once the timer fires or is cancelled, so that what it captures is released.
+    private let body: Mutex<(@Sendable () -> Void)?>
     private let cancelled = Atomic<Bool>(false)
 
     init(deadline: Instant, sequence: UInt64, loop: EventLoop?, body: @escaping @Sendable () -> Void) {
         self.deadline = deadline
         self.sequence = sequence
         self.loop = loop
-        self.body = body
+        self.body = Mutex(body)
     }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
     func cancel() {
         cancelled.store(true, ordering: .releasing)
+        body.withSanitizedLock { $0 = nil }
     }
 
     func fire() {
-        if !isCancelled { body() }
+        let run = body.withSanitizedLock { body -> (@Sendable () -> Void)? in
+            defer { body = nil }
+            return body
+        }
+        if !isCancelled { run?() }
     }
 
     static func < (lhs: ManualTimer, rhs: ManualTimer) -> Bool {

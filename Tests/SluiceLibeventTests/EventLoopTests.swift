@@ -85,6 +85,25 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         #expect(observed.allSatisfy { $0 == loopThread })
     }
 
+    /// libevent measures a timeout from the time it cached when the iteration began: a timer
+    /// armed at the end of a long callback would come due early. It must not run early.
+    @Test func aTimerArmedLateInALongIterationDoesNotFireEarly() async throws {
+        let loop = try EventLoop(name: "late-timer")
+        defer { loop.shutdownGracefully() }
+        let (armedAt, firedAt) = await withCheckedContinuation { (continuation: CheckedContinuation<(Instant, Instant), Never>) in
+            loop.execute {
+                // A callback that runs 20 ms (busy, as a heavy batch of work would).
+                let busyUntil = EventLoop.monotonicNow() + .milliseconds(20)
+                while EventLoop.monotonicNow() < busyUntil {}
+                let armedAt = EventLoop.monotonicNow()
+                loop.schedule(after: .milliseconds(5)) {
+                    continuation.resume(returning: (armedAt, EventLoop.monotonicNow()))
+                }
+            }
+        }
+        #expect(firedAt - armedAt >= .milliseconds(5))
+    }
+
     @Test func timerFiresAfterItsDelay() async throws {
         let loop = try EventLoop(name: "timer")
         defer { loop.shutdownGracefully() }
