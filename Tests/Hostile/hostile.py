@@ -33,7 +33,7 @@ KiB = 1 << 10
 HOST = "127.0.0.1"
 
 # Limits every probe is held to (a probe may state its own on top).
-CONTROL_P99_MS = 100.0      # the control connection's PING p99 while the probe runs
+CONTROL_P99_MS = 50.0       # the control connection's PING p99 while the probe runs
 CONTROL_WORST_MS = 1000.0   # ... and its worst PING
 SETTLE_S = 15.0             # how long "after" waits for descriptors and RSS to settle
 STOP_GRACE_S = 15.0         # how long the final SIGTERM may take
