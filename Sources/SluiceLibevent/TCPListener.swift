@@ -22,7 +22,9 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     let loopIndex: Int
     private var listener: OpaquePointer?
     private let configuration: TCPConfiguration
-    private let makeHandler: @Sendable (TCPConnection) -> any TCPConnectionHandler
+    /// Dropped when the listener closes: it usually captures the server that owns this
+    /// listener, and would keep it alive.
+    private var makeHandler: (@Sendable (TCPConnection) -> any TCPConnectionHandler)?
     private let accounting: ConnectionAccounting
     private let refusal: [UInt8]
     private let logger: Logger
@@ -83,6 +85,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         loop.assertInEventLoop()
         guard let listener else { return }
         self.listener = nil
+        makeHandler = nil
         evconnlistener_free(listener)
         loop.unregisterForShutdown(self)
     }
@@ -92,6 +95,11 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     }
 
     fileprivate func accept(socket: Int32, address: UnsafeMutablePointer<sockaddr>?) {
+        guard let makeHandler else {
+            // Closed: no connection is accepted any more.
+            evutil_closesocket(socket)
+            return
+        }
         if refusedAccepts > 0 { acceptsResumed() }
         acceptedCount += 1
         let id = acceptedCount << 8 | UInt64(loopIndex & 0xFF)
