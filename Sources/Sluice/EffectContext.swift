@@ -61,7 +61,14 @@ public struct EffectContext: Sendable {
                 waiter.install(continuation)
                 // Arm on the loop: the clock is loop-confined.
                 let arm: @Sendable () -> Void = {
-                    let timer = clock.schedule(at: clock.now + duration) { waiter.resume(with: .success(())) }
+                    // Registered with the loop until it wakes: a loop that stops first (its
+                    // timers never fire) wakes it with a cancellation instead of leaving the
+                    // effect suspended for ever.
+                    loop.registerForShutdown(waiter)
+                    let timer = clock.schedule(at: clock.now + duration) {
+                        loop.unregisterForShutdown(waiter)
+                        waiter.resume(with: .success(()))
+                    }
                     waiter.setTimer(timer)
                 }
                 if loop.inEventLoop {
@@ -72,13 +79,14 @@ public struct EffectContext: Sendable {
             }
         } onCancel: {
             waiter.resume(with: .failure(CancellationError()))
+            _ = loop.executeIfRunning { loop.unregisterForShutdown(waiter) }
         }
     }
 }
 
 /// Resumes a sleeping effect exactly once: when its timer fires or when it is cancelled,
 /// whichever comes first.
-private final class SleepWaiter: Sendable {
+private final class SleepWaiter: LoopResource, Sendable {
     private struct State {
         var continuation: CheckedContinuation<Void, any Error>?
         var pendingOutcome: Result<Void, any Error>?
@@ -104,6 +112,11 @@ private final class SleepWaiter: Sendable {
             return false
         }
         if cancelNow { timer.cancel() }
+    }
+
+    /// The loop stopped before the timer fired.
+    func closeForShutdown() {
+        resume(with: .failure(CancellationError()))
     }
 
     func resume(with outcome: Result<Void, any Error>) {

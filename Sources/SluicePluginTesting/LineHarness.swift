@@ -27,6 +27,8 @@ public final class LineHarness: Sendable {
     public let server: LineServer
     private let group: EventLoopGroup
     private let nextClientID = Atomic<UInt64>(0)
+    /// Every client connected, so that shutting down can release their sessions.
+    private let clients = Mutex<[HarnessClient]>([])
 
     /// A harness with one loop running `plugins`, answering `verbs`.
     public init(
@@ -52,6 +54,7 @@ public final class LineHarness: Sendable {
         let client = HarnessClient(loop: group.loops[0], id: id)
         let session = server.makeSession(transport: client)
         client.attach(session)
+        clients.withSanitizedLock { $0.append(client) }
         await client.loop.submit { session.opened() }
         return client
     }
@@ -64,6 +67,9 @@ public final class LineHarness: Sendable {
     /// Stops the loops (without draining the gate: what still runs is dropped with them; call
     /// ``Gate/shutdown(gracePeriod:)`` first to test a drain). Call once, from outside the loops.
     public func shutdown() {
+        // Sessions close first, from jobs the loop runs before it stops: a client and its
+        // session hold each other, and a request still waiting holds its session.
+        for client in clients.withSanitizedLock({ $0 }) { client.closeOnShutdown() }
         group.shutdownGracefully()
         clock.cancelAll()
     }
@@ -84,6 +90,16 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     func attach(_ session: LineSession) {
         self.session.withSanitizedLock { $0 = session }
+    }
+
+    /// Closes the session from a job on its loop (run before the loop stops) and lets it go:
+    /// its scope closes, so its requests still waiting are answered and release what they hold.
+    func closeOnShutdown() {
+        guard let session = session.withSanitizedLock({ state in
+            defer { state = nil }
+            return state
+        }) else { return }
+        _ = loop.executeIfRunning { session.closed() }
     }
 
     /// Sends one request line (no LF) and lets the loop run what it started.
@@ -131,7 +147,10 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     /// Closes the session (its scope closes: what its requests wait for is cancelled).
     public func close() async {
-        guard let session = session.withSanitizedLock({ $0 }) else { return }
+        guard let session = session.withSanitizedLock({ state in
+            defer { state = nil }
+            return state
+        }) else { return }
         closedFlag.store(true, ordering: .releasing)
         await loop.submit { session.closed() }
         for _ in 0..<4 { await loop.submit {} }
