@@ -53,6 +53,9 @@ public enum LoadRunner {
                 throw LoadError("cannot connect to \(configuration.host):\(configuration.port): \(error.message)", input: "")
             }
             statsBefore = await control?.stats()
+            // A connection for each probe: one kept open through a long run would be closed by
+            // the server's idle timeout before the last probe.
+            control?.close()
         }
 
         for index in 0..<configuration.connections {
@@ -64,7 +67,6 @@ public enum LoadRunner {
             } catch {
                 shared.finished.store(true, ordering: .relaxed)
                 for state in states { _ = await state.loop.submit { state.finish() } }
-                control?.close()
                 throw LoadError("cannot open connection \(index + 1) of \(configuration.connections): \(error.message)", input: "")
             }
         }
@@ -77,8 +79,12 @@ public enum LoadRunner {
             state.loop.execute { state.start(at: start.nanoseconds) }
         }
         let ended = await waitForEnd(configuration: configuration, shared: shared, states: states, start: start, progress: progress)
-        let statsAfter = control == nil ? nil : await control?.stats()
-        control?.close()
+        var statsAfter: ServerStats?
+        if control != nil {
+            let probe = try? await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
+            statsAfter = await probe?.stats()
+            probe?.close()
+        }
 
         shared.finished.store(true, ordering: .relaxed)
         var stats = LatencyStats()
