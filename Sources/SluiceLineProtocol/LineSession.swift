@@ -164,7 +164,9 @@ public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
     // MARK: - Verbs answered here
 
     private func echo(_ line: UnsafeRawBufferPointer, _ parsed: RequestLine.Parsed) {
-        guard let text = parsed.arguments, !text.isEmpty else {
+        // A CR inside the text would be written back inside the reply, where a client that
+        // also ends lines at a CR would read a line the server never wrote.
+        guard let text = parsed.arguments, !text.isEmpty, !line[text].contains(0x0D) else {
             reply(line, id: parsed.id, Self.usageEcho)
             return
         }

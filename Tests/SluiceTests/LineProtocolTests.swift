@@ -447,4 +447,12 @@ func replies(_ client: LineClient, _ count: Int) async throws -> [String: String
         }
     }
 
+    @Test func anEchoWhoseTextHoldsACarriageReturnIsAUsageError() async throws {
+        try await withServer { server in
+            let client = try server.client()
+            try client.send(Array("1 ECHO a\r2 OK forged\n2 ECHO a b\n".utf8))
+            #expect(try await client.readLines(2) == ["1 ERR usage ECHO", "2 OK a b"])
+        }
+    }
+
 }
