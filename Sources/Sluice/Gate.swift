@@ -7,7 +7,7 @@ import Synchronization
 /// The one entry point of Sluice: embedders and every front submit typed requests here and get
 /// typed ``GateOutcome``s back.
 ///
-/// A gate runs over an ``EventLoopGroup`` with one shard per loop; it opens no socket of its
+/// A gate runs over an `EventLoopGroup` with one shard per loop; it opens no socket of its
 /// own. A key belongs to one shard (chosen by a stable hash of the key), so every request for a
 /// key is decided on that shard's loop thread, in order. Its sweeps of idle keys start with it.
 ///
@@ -57,7 +57,12 @@ public final class Gate: Service, Sendable {
 
     /// Creates a gate over `group` running `plugins`, and starts its sweeps.
     ///
-    /// - Parameter clock: makes each shard's clock from its loop (tests pass a manual one).
+    /// - Parameters:
+    ///   - group: the loops the gate runs on, one shard per loop.
+    ///   - plugins: the plugins it runs, with their budgets.
+    ///   - options: sweeps and the shutdown grace period.
+    ///   - logger: where the gate logs.
+    ///   - clock: makes each shard's clock from its loop (tests pass a manual one).
     /// - Throws: ``GateError`` for bad options or a plugin budget too small for its table.
     public init(
         group: EventLoopGroup,
@@ -116,6 +121,8 @@ public final class Gate: Service, Sendable {
     /// Prepares a request: computes its key and the loop that owns it.
     ///
     /// - Parameters:
+    ///   - plugin: the registered plugin that decides and runs it.
+    ///   - input: the plugin's input.
     ///   - id: the effect ID it runs under; the plugin's name when `nil`.
     ///   - scope: the scope its caller waits in; the root when `nil`.
     /// - Precondition: `plugin` was registered in the registry this gate was made from.
@@ -133,6 +140,7 @@ public final class Gate: Service, Sendable {
 
     /// Decides about `request` without suspending. Call on `request.loop`.
     ///
+    /// - Parameter request: what to decide, from ``request(_:_:id:in:)``.
     /// - Parameter later: called at most once, only when the outcome is not known before this
     ///   returns, to make the completion that will receive it (on `request.loop`). Nothing is
     ///   allocated for an outcome known at once.

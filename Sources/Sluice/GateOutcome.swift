@@ -13,7 +13,7 @@ public enum GateOutcome<Output: Sendable>: Sendable {
     case failed(any Error, RunInfo)
     /// A throttle or debounce dropped the request; the key can be tried again after `retryAfter`.
     case throttled(retryAfter: Duration)
-    /// A rate limit refused the request (``RateLimitDecision/retryAfter`` is `nil` when its cost
+    /// A rate limit refused the request (`RateLimitDecision/retryAfter` is `nil` when its cost
     /// can never fit).
     case limited(RateLimitDecision)
     /// A newer request for the key replaced this one before it ran.

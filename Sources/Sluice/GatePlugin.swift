@@ -46,7 +46,7 @@ public protocol GatePlugin: Sendable {
     /// Runs the effect. Throw `CancellationError` (or let `context.sleep` throw it) when
     /// cancelled, until the effect commits.
     func run(_ input: Input, context: EffectContext) async throws -> Output
-    /// Whether an output counts as a failure for ``IdempotencyOptions/cacheErrors`` (a declined
+    /// Whether an output counts as a failure for `IdempotencyOptions/cacheErrors` (a declined
     /// charge, say). The default is `false`.
     func isFailure(_ output: Output) -> Bool
 }

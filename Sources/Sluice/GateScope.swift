@@ -6,7 +6,7 @@ import Synchronization
 /// The ``Gate`` has a root scope (the server); an embedder opens a scope per connection, session
 /// or screen with ``Gate/openScope(in:)`` and closes it with ``Gate/close(_:)``, which cancels
 /// every request still waiting in it and below it, on every loop. Effect IDs are cancelled within
-/// a scope with ``Gate/cancel(id:in:)``. Idempotent executions live in the key's scope under the
+/// a scope with ``Gate/cancel(id:in:)-(EffectID,_)``. Idempotent executions live in the key's scope under the
 /// root: a closing connection leaves them, it does not cancel them.
 public final class GateScope: Sendable, Hashable, CustomStringConvertible {
     /// A process-unique number (64 bits: never reused).

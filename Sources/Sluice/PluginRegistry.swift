@@ -18,6 +18,7 @@ public struct PluginRegistry: Sendable {
     /// Adds a plugin.
     ///
     /// - Parameters:
+    ///   - plugin: the plugin; its name must be unique in the registry.
     ///   - budget: the memory its per-key state may hold, split evenly over the gate's shards:
     ///     its policy table with the keys' own bytes, plus the side state of waiting and running
     ///     requests (held requests, timers, joined callers).

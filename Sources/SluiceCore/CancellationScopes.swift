@@ -164,6 +164,7 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
 
     /// Opens a child scope of `parent`.
     ///
+    /// - Parameter parent: the scope the new one opens in.
     /// - Parameter removeWhenEmpty: the scope closes by itself once it holds no effect and no
     ///   child scope (reported through ``finished(_:removedScope:)``): for scopes that mirror
     ///   something living elsewhere and can be opened again when needed.
@@ -276,6 +277,7 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
     /// The effects stay registered (outside any scope) until they report
     /// ``finished(_:removedScope:)``.
     ///
+    /// - Parameter scope: the scope to close.
     /// - Parameter removedScope: called for every scope that closes, `scope` and its descendants
     ///   first, then ancestors that closed by themselves because they became empty.
     /// - Returns: the effects cancelled by this call, in token order.
@@ -310,6 +312,7 @@ public struct ScopeTree<Key: Hashable, EffectID: Hashable> {
 
     /// The effect ended (completed, failed, cancelled, or refused to start): forget it.
     ///
+    /// - Parameter token: the effect that ended.
     /// - Parameter removedScope: called for each scope that closed by itself because this was
     ///   its last effect (scopes opened with `removeWhenEmpty`).
     @inlinable

@@ -10,7 +10,7 @@ public protocol KeyedState {
 /// A byte budget bounds what the table really holds: its index, its entries, the heap bytes of
 /// its keys (a `String` longer than 15 UTF-8 bytes lives on the heap) and the bytes the runtime
 /// charges to it for the key's side state (held requests, timers, waiting callers; see
-/// ``KeyTable/charge(bytes:)``). It also fixes the entry capacity (the most entries that fit when
+/// ``KeyTable/charge(bytes:now:)``). It also fixes the entry capacity (the most entries that fit when
 /// every key is stored inline); when both limits are given the smaller capacity wins.
 public struct MemoryBudget: Hashable, Sendable {
     /// At most this many keys.
@@ -49,7 +49,7 @@ public struct KeyTableStats: Hashable, Sendable {
     public var expired: Int = 0
     /// Inserts refused because the table was full of live keys.
     public var refused: Int = 0
-    /// Side-state charges refused because the budget was spent (see ``KeyTable/charge(bytes:)``).
+    /// Side-state charges refused because the budget was spent (see ``KeyTable/charge(bytes:now:)``).
     public var refusedCharges: Int = 0
 
     public init() {}

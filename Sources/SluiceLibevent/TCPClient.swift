@@ -36,8 +36,12 @@ public enum TCPClient {
     ///
     /// - Parameters:
     ///   - host: an IPv4 or IPv6 literal, or `localhost`.
+    ///   - port: the server's port.
+    ///   - loop: the loop the connection runs on.
+    ///   - timeout: how long the TCP handshake may take.
     ///   - configuration: line length, output watermarks and idle timeout for the connection
     ///     (its `host`, `port` and `backlog` are not used). The default has no idle timeout.
+    ///   - makeHandler: makes the connection's handler, on the loop thread.
     /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad address or port, `.bindFailed`
     ///   when the connection is refused, times out or the socket cannot be created.
     public static func connect(

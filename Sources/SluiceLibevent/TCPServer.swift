@@ -34,10 +34,13 @@ public final class TCPServer: Sendable {
     /// thread, once per connection.
     ///
     /// - Parameters:
+    ///   - group: the loops to listen on, one listener each, sharing the port.
+    ///   - configuration: the address, the limits and the timeouts of the connections.
     ///   - refusal: the bytes a connection over ``TCPConfiguration/maximumConnections`` gets
     ///     before it is closed (a protocol's "too many connections" line).
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
+    ///   - makeHandler: makes each connection's handler, on the accepting loop's thread.
     /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(

@@ -17,7 +17,7 @@ import Sluice
 /// }
 /// ```
 ///
-/// Outcomes other than ``GateOutcome/ran(_:_:)`` get the standard replies unless the codec
+/// Outcomes other than `GateOutcome/ran(_:_:)` get the standard replies unless the codec
 /// renders them itself (see ``LineReply/appendStandard(_:)``).
 public protocol LineCodec: Sendable {
     /// The plugin whose requests this verb carries.
@@ -30,7 +30,7 @@ public protocol LineCodec: Sendable {
     func decode(_ arguments: Substring) throws(RequestError) -> Plugin.Input
     /// Writes the reply to a request whose effect ran.
     func encode(_ output: Plugin.Output, _ info: RunInfo, into reply: inout LineReply)
-    /// Writes the reply for any outcome. The default renders ``GateOutcome/ran(_:_:)`` with
+    /// Writes the reply for any outcome. The default renders `GateOutcome/ran(_:_:)` with
     /// ``encode(_:_:into:)`` and the others with ``LineReply/appendStandard(_:)``.
     func encode(_ outcome: GateOutcome<Plugin.Output>, into reply: inout LineReply)
     /// Counters the server's `STATS` reports for this verb, in order.
@@ -59,7 +59,7 @@ extension LineReply {
     /// The standard replies: `THROTTLED retry-after-ms=<n>` ·
     /// `LIMITED retry-after-ms=<n> limit=<n> remaining=<n> reset-ms=<n>` · `SUPERSEDED` ·
     /// `CANCELLED` · `MISMATCH` · `ERR conflict` · `ERR busy` · `ERR internal` (an effect that
-    /// failed) · `ERR shutting-down`. A ``GateOutcome/ran(_:_:)`` outcome, which only the codec
+    /// failed) · `ERR shutting-down`. A `GateOutcome/ran(_:_:)` outcome, which only the codec
     /// can render, becomes `OK`.
     public mutating func appendStandard<Output>(_ outcome: GateOutcome<Output>) {
         switch outcome {

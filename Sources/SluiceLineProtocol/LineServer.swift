@@ -9,7 +9,7 @@ import Synchronization
 /// `<id> <VERB> [<args>]`, with `PING`, `ECHO` (rate-limited per connection), `CANCEL` and
 /// `STATS` answered here and every other verb routed to its plugin through its ``LineCodec``.
 ///
-/// Run it as a swift-service-lifecycle `Service` after the ``Gate`` in the same `ServiceGroup`:
+/// Run it as a swift-service-lifecycle `Service` after the `Gate` in the same `ServiceGroup`:
 /// on a graceful shutdown it stops accepting; the gate then drains, and open connections get
 /// `ERR shutting-down` for new requests while it does.
 public final class LineServer: Service, Sendable {
@@ -28,8 +28,13 @@ public final class LineServer: Service, Sendable {
 
     /// Creates a server; ``run()`` (or ``start()``) binds it.
     ///
-    /// - Parameter onBound: called with the bound port once the server listens.
-    /// - Throws: ``GateError`` for a bad configuration.
+    /// - Parameters:
+    ///   - gate: the gate the plugin verbs go to; the server listens on its loops.
+    ///   - verbs: the plugin verbs it answers, each with its codec.
+    ///   - configuration: the TCP settings, the in-flight cap and the `ECHO` limit.
+    ///   - logger: where the server logs.
+    ///   - onBound: called with the bound port once the server listens.
+    /// - Throws: `GateError` for a bad configuration.
     public init(
         gate: Gate,
         verbs: LineVerbs,

@@ -20,7 +20,7 @@ public struct LineVerbs: Sendable {
 
     /// Adds `codec`'s verb for `plugin`'s requests.
     ///
-    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the verb (or the plugin) is
+    /// - Throws: `GateError` with code `.duplicatePlugin` when the verb (or the plugin) is
     ///   taken, `.reservedVerb` for a verb the server answers itself, `.invalidPlugin` for an
     ///   empty or malformed verb.
     @inlinable

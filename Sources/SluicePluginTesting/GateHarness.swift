@@ -13,7 +13,7 @@ import Sluice
 /// harness.shutdown()
 /// ```
 ///
-/// Use ``Gate/start(_:)`` for requests whose outcome comes later: it returns once the request
+/// Use `Gate/start(_:)` for requests whose outcome comes later: it returns once the request
 /// is registered, so advancing the clock after it reaches the request.
 public final class GateHarness: Sendable {
     /// The clock every shard reads; only ``advance(by:)`` moves it.
@@ -51,7 +51,7 @@ public final class GateHarness: Sendable {
     }
 
     /// Stops the loops (without draining the gate: what still runs is dropped with them; call
-    /// ``Gate/shutdown(gracePeriod:)`` first to test a drain). Call once, from outside the loops.
+    /// `Gate/shutdown(gracePeriod:)` first to test a drain). Call once, from outside the loops.
     public func shutdown() {
         group.shutdownGracefully()
         clock.cancelAll()

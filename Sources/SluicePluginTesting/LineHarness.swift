@@ -65,7 +65,7 @@ public final class LineHarness: Sendable {
     }
 
     /// Stops the loops (without draining the gate: what still runs is dropped with them; call
-    /// ``Gate/shutdown(gracePeriod:)`` first to test a drain). Call once, from outside the loops.
+    /// `Gate/shutdown(gracePeriod:)` first to test a drain). Call once, from outside the loops.
     public func shutdown() {
         // Sessions close first, from jobs the loop runs before it stops: a client and its
         // session hold each other, and a request still waiting holds its session.

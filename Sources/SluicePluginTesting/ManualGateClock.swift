@@ -2,7 +2,7 @@ import Sluice
 import SluiceLibevent
 import Synchronization
 
-/// A ``GateClock`` that stands still until a test advances it: plugin and gate tests decide
+/// A `GateClock` that stands still until a test advances it: plugin and gate tests decide
 /// exact window boundaries without waiting for real time.
 ///
 /// Timers run on the loop that armed them, in deadline order, when ``advance(by:)`` passes

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of every public module with warnings treated as errors (what CI
+# checks): a broken symbol link, an undocumented parameter or a bad article fails the run.
+#
+#   scripts/docs.sh                    # every public module
+#   scripts/docs.sh Sluice SluiceCore  # some modules
+#
+# The archives land in .build/plugins/Swift-DocC/outputs/<Module>.doccarchive.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceTesting SluicePluginTesting
+    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage)
+if [[ $# -gt 0 ]]; then modules=("$@"); fi
+
+failed=()
+for module in "${modules[@]}"; do
+    echo "docs: $module"
+    if ! swift package generate-documentation --target "$module" --warnings-as-errors; then
+        failed+=("$module")
+    fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "docs: warnings or errors in: ${failed[*]}" >&2
+    exit 1
+fi
+echo "docs: every module built without a warning"
