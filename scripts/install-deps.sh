@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages Sluice needs on Debian/Ubuntu, only when something is missing.
 #
-#   scripts/install-deps.sh            # build + test packages (libevent, pkg-config, redis-server)
-#   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` needs (libevent, pkg-config)
+#   scripts/install-deps.sh            # build + test packages (the above, and redis-server)
+#   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` and the README's nc examples need
 #
 # It checks `dpkg -s` first and calls `apt-get update && apt-get install -y …` (through sudo when
 # not root) only for the packages that are not installed. On a non-Debian system it checks
 # pkg-config for libevent and tells you what to install.
 set -euo pipefail
 
-runtime=(libevent-dev pkg-config)
-test_extra=(redis-server netcat-openbsd)
+runtime=(libevent-dev pkg-config netcat-openbsd)
+test_extra=(redis-server)
 
 packages=("${runtime[@]}")
 if [[ "${1:-}" != "--runtime" ]]; then

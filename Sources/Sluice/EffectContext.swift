@@ -51,8 +51,9 @@ public struct EffectContext: Sendable {
         try Task.checkCancellation()
         // Nothing to wait for (on a manual clock, a timer at `now` would wait for an advance).
         if duration <= .zero { return }
-        // A stopped loop fires no timer.
-        if loop.isShutDown { throw CancellationError() }
+        // A loop on its way to stopping fires no timer (and work arriving then may run on
+        // another thread): the sleep ends at once.
+        if !loop.isAcceptingWork { throw CancellationError() }
         let clock = self.clock
         let loop = self.loop
         let waiter = SleepWaiter()
@@ -61,6 +62,8 @@ public struct EffectContext: Sendable {
                 waiter.install(continuation)
                 // Arm on the loop: the clock is loop-confined.
                 let arm: @Sendable () -> Void = {
+                    // Cancelled before this ran: nothing to arm (and nothing would unregister it).
+                    if waiter.isDone { return }
                     // Registered with the loop until it wakes: a loop that stops first (its
                     // timers never fire) wakes it with a cancellation instead of leaving the
                     // effect suspended for ever.
@@ -113,6 +116,9 @@ private final class SleepWaiter: LoopResource, Sendable {
         }
         if cancelNow { timer.cancel() }
     }
+
+    /// Whether it was resumed (or cancelled) already.
+    var isDone: Bool { state.withSanitizedLock { $0.done } }
 
     /// The loop stopped before the timer fired.
     func closeForShutdown() {

@@ -579,7 +579,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         let arrivals = Swift.max(0, counters.inserted &- insertedAtLastSweep)
         insertedAtLastSweep = counters.inserted
         let doubled = arrivals.multipliedReportingOverflow(by: 2)
-        let budget = Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue)
+        // No more than one pass over the table: examining an entry twice finds nothing new.
+        let budget = Swift.min(keys.count, Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue))
         var examined = 0
         var removed = 0
         while examined < budget, tail >= 0, values[Int(tail)].isIdle(at: now) {

@@ -377,6 +377,10 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// (listeners, connections). Call on the loop thread.
     public func registerForShutdown(_ resource: any LoopResource) {
         assertInEventLoop()
+        if loopOnly.closingResources {
+            resource.closeForShutdown()
+            return
+        }
         loopOnly.resources[ObjectIdentifier(resource)] = resource
     }
 
@@ -440,10 +444,15 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
             if leftovers.isEmpty { break }
             for job in leftovers { run(job) }
         }
-        for resource in loopOnly.resources.values {
-            resource.closeForShutdown()
+        // Closing one resource can run code that registers another (an effect woken by its
+        // cancellation that sleeps again): close until none is left; one registered from now
+        // on is closed at once.
+        loopOnly.closingResources = true
+        while !loopOnly.resources.isEmpty {
+            let resources = loopOnly.resources
+            loopOnly.resources.removeAll()
+            for resource in resources.values { resource.closeForShutdown() }
         }
-        loopOnly.resources.removeAll()
         for timer in Array(loopOnly.armedTimers.values) {
             disarm(timer)
         }
@@ -470,6 +479,12 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         if let thread {
             pthread_join(thread, nil)
         }
+    }
+
+    /// Whether the loop still takes work: `false` once it has drained its queue on the way to
+    /// stopping (from then on, work that still arrives runs on the enqueuing thread).
+    public var isAcceptingWork: Bool {
+        queue.withSanitizedLock { $0.accepting }
     }
 
     /// Whether the loop has stopped and freed its base.
@@ -568,6 +583,8 @@ private struct LoopThreadState {
     var batchHead = 0
     var armedTimers: [ObjectIdentifier: LoopTimer] = [:]
     var resources: [ObjectIdentifier: any LoopResource] = [:]
+    /// The loop is closing its resources on the way to stopping.
+    var closingResources = false
 }
 
 /// `evthread_use_pthreads()` must run once before any base exists.

@@ -86,7 +86,9 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("connectionBufferBudget must be at least outputHighWatermark", connectionBufferBudget)
         }
         if acceptBackoff <= .zero { try fail("acceptBackoff must be positive", acceptBackoff) }
-        if let turnDuration, turnDuration <= .zero { try fail("turnDuration must be positive", turnDuration) }
+        if let turnDuration, turnDuration <= .zero || turnDuration > .seconds(1) {
+            try fail("turnDuration must be positive and at most 1 s", turnDuration)
+        }
         if backlog < 1 { try fail("backlog must be at least 1", backlog) }
     }
 }

@@ -112,9 +112,11 @@ final class TCPListener: LoopResource, @unchecked Sendable {
             connection = try TCPConnection(
                 loop: loop, id: id, socket: socket, remoteAddress: Self.describe(address),
                 configuration: configuration, accounting: accounting,
-                onClose: { [unowned self] _ in
-                    self.openConnections -= 1
-                    self.accounting.connectionClosed()
+                onClose: { [weak self, accounting] _ in
+                    // The listener may be gone (closed and released) while its connections
+                    // live on; the process-wide count is the accounting's.
+                    self?.openConnections -= 1
+                    accounting.connectionClosed()
                 })
         } catch {
             accounting.connectionClosed()

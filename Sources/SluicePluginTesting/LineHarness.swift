@@ -173,6 +173,9 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     public func closeAfterFlush() {
         closedFlag.store(true, ordering: .releasing)
-        session.withSanitizedLock { $0 }?.closed()
+        session.withSanitizedLock { state in
+            defer { state = nil }
+            return state
+        }?.closed()
     }
 }

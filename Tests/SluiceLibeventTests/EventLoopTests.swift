@@ -104,6 +104,19 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         #expect(firedAt - armedAt >= .milliseconds(5))
     }
 
+    /// Closing a resource at shutdown may register another (an effect woken by its
+    /// cancellation that sleeps again): that one is closed too, not dropped.
+    @Test func aResourceRegisteredWhileTheLoopClosesItsResourcesIsClosed() async throws {
+        let loop = try EventLoop(name: "resources")
+        let log = CloseLog()
+        let second = RecordingResource(name: "second", log: log, onClose: nil)
+        let first = RecordingResource(name: "first", log: log, onClose: { loop.registerForShutdown(second) })
+        await loop.submit { loop.registerForShutdown(first) }
+        loop.shutdownGracefully()
+        #expect(log.names.withSanitizedLock { $0 } == ["first", "second"])
+        #expect(!loop.isAcceptingWork)
+    }
+
     @Test func timerFiresAfterItsDelay() async throws {
         let loop = try EventLoop(name: "timer")
         defer { loop.shutdownGracefully() }
@@ -267,5 +280,28 @@ private final class JobRecorder: Sendable {
             done.resume()
         }
         producer.start()
+    }
+}
+
+/// The names of the resources closed, in order.
+private final class CloseLog: Sendable {
+    let names = Mutex<[String]>([])
+}
+
+/// A loop resource that records its closing and may run something then.
+private final class RecordingResource: LoopResource, Sendable {
+    let name: String
+    let log: CloseLog
+    let onClose: (@Sendable () -> Void)?
+
+    init(name: String, log: CloseLog, onClose: (@Sendable () -> Void)?) {
+        self.name = name
+        self.log = log
+        self.onClose = onClose
+    }
+
+    func closeForShutdown() {
+        log.names.withSanitizedLock { $0.append(name) }
+        onClose?()
     }
 }
