@@ -4,15 +4,15 @@ import Sluice
 /// sustained, `burst` more back to back; a request spends its cost when it fits and nothing when
 /// it is refused.
 ///
-/// Every outcome carries the limiter's fields: a request that fits ends ``GateOutcome/ran(_:_:)``
-/// with ``RunInfo/rateLimit`` set (limit, remaining, reset-after); one that does not is
-/// ``GateOutcome/limited(_:)`` (with retry-after, or none when its cost exceeds the limit).
+/// Every outcome carries the limiter's fields: a request that fits ends `GateOutcome/ran(_:_:)`
+/// with `RunInfo/rateLimit` set (limit, remaining, reset-after); one that does not is
+/// `GateOutcome/limited(_:)` (with retry-after, or none when its cost exceeds the limit).
 public struct RateLimitPlugin: GatePlugin {
     /// A rate-limited request: the key and how many units it spends.
     public struct Check: Sendable, Hashable {
         /// The key (a user, an API key, an address).
         public let key: String
-        /// The units it spends, 1…``RateLimitOptions/limit``.
+        /// The units it spends, 1…`RateLimitOptions/limit`.
         public let cost: Int
 
         /// A request of `cost` units for `key`.
@@ -31,7 +31,7 @@ public struct RateLimitPlugin: GatePlugin {
 
     /// A limit of `count` per `period` with `burst` more back to back.
     ///
-    /// - Throws: `SluiceError` with code `invalidOption` (see ``RateLimitOptions``).
+    /// - Throws: `SluiceError` with code `invalidOption` (see `RateLimitOptions`).
     public init(count: Int, per period: Duration, burst: Int) throws(SluiceError) {
         options = try RateLimitOptions(count: count, per: period, burst: burst)
         policy = .rateLimit(options)

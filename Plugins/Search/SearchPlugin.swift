@@ -3,8 +3,8 @@ import Sluice
 /// Search-as-you-type: searches are debounced per key, and a newer search cancels the key's
 /// running one (switch-latest).
 ///
-/// A newer search for the key makes a held one ``GateOutcome/superseded`` at once and a running
-/// one ``GateOutcome/cancelled(_:)`` (``CancellationReason/replaced``); the winner runs the
+/// A newer search for the key makes a held one `GateOutcome/superseded` at once and a running
+/// one `GateOutcome/cancelled(_:)` (`CancellationReason/replaced`); the winner runs the
 /// (simulated) search and returns its results. Searches live in their caller's scope: closing it
 /// cancels them.
 public struct SearchPlugin: GatePlugin {

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+
+/// Every Swift sample in the DocC articles is code that compiles: each appears, character for
+/// character, in a source file of the repository's examples or tests, which the build compiles
+/// (and the tests run).
+@Suite struct DocumentationSampleTests {
+    private static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The files under `folders` whose name ends with `suffix`.
+    private static func files(under folders: [String], endingWith suffix: String) -> [URL] {
+        folders.flatMap { folder -> [URL] in
+            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            return (enumerator?.allObjects as? [URL] ?? []).filter { $0.lastPathComponent.hasSuffix(suffix) }
+        }
+    }
+
+    /// The ```swift blocks of a Markdown text.
+    private static func swiftBlocks(in text: String) -> [String] {
+        var blocks: [String] = []
+        var rest = text[...]
+        while let open = rest.range(of: "```swift\n") {
+            guard let close = rest[open.upperBound...].range(of: "\n```") else { break }
+            blocks.append(String(rest[open.upperBound..<close.lowerBound]))
+            rest = rest[close.upperBound...]
+        }
+        return blocks
+    }
+
+    @Test func everySwiftSampleOfAnArticleIsCompiledCode() throws {
+        let articles = Self.files(under: ["Sources", "Plugins"], endingWith: ".md").filter { $0.path.contains(".docc/") }
+        #expect(!articles.isEmpty)
+        let compiled = try Self.files(under: ["Examples", "Tests"], endingWith: ".swift").map {
+            try String(contentsOf: $0, encoding: .utf8)
+        }
+        var samples = 0
+        for article in articles {
+            for block in Self.swiftBlocks(in: try String(contentsOf: article, encoding: .utf8)) {
+                samples += 1
+                #expect(compiled.contains { $0.contains(block) }, "a sample of \(article.lastPathComponent) is in no compiled file: \(block.prefix(80))")
+            }
+        }
+        #expect(samples >= 4)
+    }
+}
