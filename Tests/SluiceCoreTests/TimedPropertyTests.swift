@@ -39,6 +39,23 @@ func trace(_ policy: TimedPolicy<some TimedPolicyState>, gaps: [Int]) -> [String
     return lines
 }
 
+/// The marble tables of SluiceCore's "Policy semantics" article, exactly (one tick = 1 ms).
+@Suite struct PolicyArticleMarbleTests {
+    @Test func theThrottleMarble() throws {
+        let options = try ThrottleOptions(interval: .milliseconds(4), leading: true, trailing: true, delivers: .latest)
+        #expect(trace(Throttle(options: options), gaps: [0, 1, 1]) == [
+            "0 run e1", "1 hold e2", "2 superseded e2", "2 hold e3", "4 run e3",
+        ])
+    }
+
+    @Test func theDebounceMarble() throws {
+        let options = try DebounceOptions(quiet: .milliseconds(3), maxWait: .milliseconds(5), leading: false, trailing: true)
+        #expect(trace(Debounce(options: options), gaps: [0, 2, 2]) == [
+            "0 hold e1", "2 superseded e1", "2 hold e2", "4 superseded e2", "4 hold e3", "5 run e3",
+        ])
+    }
+}
+
 @Suite struct TimedPropertyTests {
     static let gaps = Gen.int(in: 0...6).array(of: 0...40)
 
