@@ -57,14 +57,16 @@ public final class TCPServer: Sendable {
         do {
             for (index, loop) in group.loops.enumerated() {
                 let boundPort = port
-                let listener = try await loop.submit { () throws(EventLoopError) -> TCPListener in
-                    try TCPListener(
+                // The bound port comes back with the listener, read on the loop that made it.
+                let (listener, listenerPort) = try await loop.submit { () throws(EventLoopError) -> (TCPListener, Int) in
+                    let listener = try TCPListener(
                         loop: loop, loopIndex: index, port: boundPort, configuration: configuration,
                         accounting: accounting, refusal: refusal, logger: logger, makeHandler: makeHandler)
+                    return (listener, listener.port)
                 }
                 listeners.append(listener)
                 // With port 0 the first listener picks the port; the others share it.
-                port = listener.port
+                port = listenerPort
             }
         } catch {
             for listener in listeners {
