@@ -13,8 +13,10 @@ final class FakeProtocolServer: Sendable {
         case chargeEveryPay
         /// The n-th request (counting from 1) gets no reply.
         case dropReply(Int)
-        /// TAP answers `ERR busy`.
+        /// TAP answers `ERR internal` (an effect that failed).
         case errOnTap
+        /// TAP answers `ERR busy` (a refusal the protocol allows).
+        case busyOnTap
         /// ECHO answers with other text.
         case corruptEcho
     }
@@ -49,7 +51,8 @@ final class FakeProtocolServer: Sendable {
         case "ECHO":
             return fault == .corruptEcho ? "\(id) OK x\(rest)" : "\(id) OK \(rest)"
         case "TAP":
-            if fault == .errOnTap { return "\(id) ERR busy" }
+            if fault == .errOnTap { return "\(id) ERR internal" }
+            if fault == .busyOnTap { return "\(id) ERR busy" }
             let taps = ledger.withSanitizedLock { $0.taps += 1; return $0.taps }
             return "\(id) OK tap=\(taps)"
         case "PAY":

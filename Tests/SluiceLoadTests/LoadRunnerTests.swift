@@ -43,7 +43,7 @@ struct LoadRunnerTests {
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             let failed = result.checks.filter { !$0.passed }.map(\.name)
-            #expect(failed == ["PAY charges (STATS) = unique (key, idem) pairs sent"])
+            #expect(failed == ["PAY charges (STATS) = (key, idem) pairs answered OK"])
         }
     }
 
@@ -57,6 +57,19 @@ struct LoadRunnerTests {
             #expect(!result.passed)
             #expect(result.outcome.missingReplies == 1)
             #expect(result.checks.first { !$0.passed }?.name == "every request got exactly one reply")
+        }
+    }
+
+    @Test("ERR busy is a refusal the protocol allows: counted apart, no check fails")
+    func busyReply() async throws {
+        let server = FakeProtocolServer(fault: .busyOnTap)
+        try await withFakeServer(server) { port in
+            let configuration = try Self.configuration(
+                port: port, ["--connections", "2", "--requests", "100", "--mix", "echo=1,tap=1"])
+            let result = try await LoadRunner.run(configuration)
+            #expect(result.passed)
+            #expect(result.outcome.errorReplies == 0)
+            #expect(result.outcome.busyReplies == result.stats.sent(.tap))
         }
     }
 

@@ -10,8 +10,11 @@ public struct LoadOutcome: Sendable, Hashable, Codable {
     public var missingReplies = 0
     /// `- ERR …` lines (replies to lines without a readable id).
     public var connectionErrors = 0
-    /// `<id> ERR …` replies.
+    /// `<id> ERR …` replies, `ERR busy` aside.
     public var errorReplies = 0
+    /// `<id> ERR busy` replies: a refusal the protocol allows (a table or a quota is full, as a
+    /// hot account's payments meet their per-key quota); nothing ran for them.
+    public var busyReplies = 0
     /// Replies with a status the protocol does not allow for their verb (other than ERR).
     public var unexpectedReplies = 0
     /// Replies whose content contradicts their request (ECHO text, SEARCH query, raw echo line).
@@ -22,6 +25,8 @@ public struct LoadOutcome: Sendable, Hashable, Codable {
     public var paySent = 0
     /// (key, idem) pairs sent for the first time.
     public var uniquePairs = 0
+    /// Pairs that got at least one OK reply (a charge id): the charges `STATS` must show.
+    public var chargedPairs = 0
     /// Pairs whose OK replies named two different charge ids.
     public var conflictingPairs = 0
     /// `STATS` before and after the run (protocol mode, when the server answers it).
@@ -91,16 +96,16 @@ public enum CorrectnessChecks {
     }
 
     private static func paymentCheck(_ outcome: LoadOutcome) -> CheckResult {
-        let name = "PAY charges (STATS) = unique (key, idem) pairs sent"
+        let name = "PAY charges (STATS) = (key, idem) pairs answered OK"
         guard let before = outcome.statsBefore?.payments, let after = outcome.statsAfter?.payments else {
             return CheckResult(name: name, passed: false, detail: "the server did not report payments= in STATS")
         }
         let charged = after - before
         let declined = (outcome.statsAfter?.declines ?? 0) - (outcome.statsBefore?.declines ?? 0)
-        let passed = charged == outcome.uniquePairs && declined == 0 && outcome.conflictingPairs == 0
+        let passed = charged == outcome.chargedPairs && declined == 0 && outcome.conflictingPairs == 0
         return CheckResult(
             name: name, passed: passed,
-            detail: "charges=\(charged) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs with two charge ids=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)"
+            detail: "charges=\(charged) pairs answered OK=\(outcome.chargedPairs) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs with two charge ids=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)"
         )
     }
 }

@@ -209,6 +209,10 @@ final class LoadConnection: TCPConnectionHandler {
         }
         state.stats.record(request.verb, fields.kind, latencyNanoseconds: now - request.start)
         state.repliedCount.add(1, ordering: .relaxed)
+        if fields.kind == .error, Self.isBusy(fields.details) {
+            state.outcome.busyReplies += 1
+            return
+        }
         if fields.kind == .error {
             state.outcome.errorReplies += 1
             state.errorCount.add(1, ordering: .relaxed)
@@ -281,6 +285,13 @@ extension [UInt8] {
             self[position] = UInt8(ascii: "0") + UInt8(rest % 10)
             rest /= 10
         }
+    }
+}
+
+extension LoadConnection {
+    /// Whether an `ERR` reply's details are `busy`.
+    static func isBusy(_ details: UnsafeRawBufferPointer) -> Bool {
+        details.count == 4 && details.elementsEqual("busy".utf8)
     }
 }
 

@@ -100,6 +100,7 @@ public enum LoadRunner {
         }
         outcome.paySent = stats.sent(.pay)
         outcome.uniquePairs = ledger.uniquePairsSent
+        outcome.chargedPairs = ledger.charges.count
         outcome.conflictingPairs = ledger.conflictingPairs.count
         outcome.statsBefore = statsBefore
         outcome.statsAfter = statsAfter
@@ -177,6 +178,7 @@ extension LoadOutcome {
         missingReplies += other.missingReplies
         connectionErrors += other.connectionErrors
         errorReplies += other.errorReplies
+        busyReplies += other.busyReplies
         unexpectedReplies += other.unexpectedReplies
         badReplies += other.badReplies
         connectionsClosedEarly += other.connectionsClosedEarly
