@@ -387,19 +387,17 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
                 // Room comes first from keys whose state is idle (no different from a fresh
                 // key's, so dropping one changes no decision): the least recent, then any the
                 // sweep finds. Only then is a live key evicted (or the new key refused).
-                let victim = tail
-                if victim >= 0, values[Int(victim)].isIdle(at: now) {
-                    _ = remove(entry: victim)
-                    counters.expired &+= 1
+                if removeIdleTail(now: now) {
+                    // Room from an idle key.
                 } else if !swept {
                     swept = true
                     _ = sweep(now: now, maxEntries: Self.sweepBeforeEviction)
-                } else if victim >= 0, whenFull == .evictLeastRecentlyUsed,
+                } else if tail >= 0, whenFull == .evictLeastRecentlyUsed,
                           fitsInEmptiedTable(keyBytes: heapBytes) {
                     // Checked before the first live key goes: a key that would not fit even
                     // with every entry gone is refused with the table untouched, so no
                     // eviction is ever lost behind the error.
-                    evicted.append(remove(entry: victim))
+                    evicted.append(remove(entry: tail))
                     counters.evicted &+= 1
                 } else {
                     counters.refused &+= 1
@@ -418,6 +416,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         pushFront(entry)
         counters.inserted &+= 1
         return Insertion(index: Index(entry), evicted: evicted)
+    }
+
+    /// Drops the least recently used entry if its state is idle (no different from a fresh
+    /// key's); returns whether it did.
+    @inlinable
+    mutating func removeIdleTail(now: Instant) -> Bool {
+        guard tail >= 0, values[Int(tail)].isIdle(at: now) else { return false }
+        _ = remove(entry: tail)
+        counters.expired &+= 1
+        return true
     }
 
     /// Entries the sweep examines for idle keys before a live key is evicted for room.
@@ -583,11 +591,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         let budget = Swift.min(keys.count, Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue))
         var examined = 0
         var removed = 0
-        while examined < budget, tail >= 0, values[Int(tail)].isIdle(at: now) {
-            _ = remove(entry: tail)
+        while examined < budget, removeIdleTail(now: now) {
             removed += 1
             examined += 1
-            counters.expired &+= 1
         }
         return removed + sweep(now: now, maxEntries: budget - examined)
     }

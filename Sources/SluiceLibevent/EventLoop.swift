@@ -328,7 +328,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         timer.event = event
         loopOnly.armedTimers[ObjectIdentifier(timer)] = timer
         let delay = max(0, timer.deadline.nanoseconds - sluice_monotonic_nanoseconds())
-        var tv = timeval(tv_sec: Int(delay / 1_000_000_000), tv_usec: Int((delay % 1_000_000_000) / 1_000))
+        var tv = timeval(duration: .nanoseconds(delay))
         event_add(event, &tv)
     }
 
@@ -351,8 +351,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         // wait out what is left rather than run before the deadline.
         let early = timer.deadline.nanoseconds - sluice_monotonic_nanoseconds()
         if early > 0, !timer.isCancelled, let event = timer.event {
-            let microseconds = (early + 999) / 1_000
-            var tv = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
+            var tv = timeval(duration: .microseconds((early + 999) / 1_000))
             event_add(event, &tv)
             return
         }

@@ -92,13 +92,19 @@ public final class HarnessClient: SessionTransport, Sendable {
         self.session.withSanitizedLock { $0 = session }
     }
 
+    /// Lets the session go, returning it unless it was let go already: each way of closing
+    /// closes it once.
+    private func takeSession() -> LineSession? {
+        session.withSanitizedLock { state in
+            defer { state = nil }
+            return state
+        }
+    }
+
     /// Closes the session from a job on its loop (run before the loop stops) and lets it go:
     /// its scope closes, so its requests still waiting are answered and release what they hold.
     func closeOnShutdown() {
-        guard let session = session.withSanitizedLock({ state in
-            defer { state = nil }
-            return state
-        }) else { return }
+        guard let session = takeSession() else { return }
         _ = loop.executeIfRunning { session.closed() }
     }
 
@@ -147,10 +153,7 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     /// Closes the session (its scope closes: what its requests wait for is cancelled).
     public func close() async {
-        guard let session = session.withSanitizedLock({ state in
-            defer { state = nil }
-            return state
-        }) else { return }
+        guard let session = takeSession() else { return }
         closedFlag.store(true, ordering: .releasing)
         await loop.submit { session.closed() }
         for _ in 0..<4 { await loop.submit {} }
@@ -173,9 +176,6 @@ public final class HarnessClient: SessionTransport, Sendable {
 
     public func closeAfterFlush() {
         closedFlag.store(true, ordering: .releasing)
-        session.withSanitizedLock { state in
-            defer { state = nil }
-            return state
-        }?.closed()
+        takeSession()?.closed()
     }
 }

@@ -44,18 +44,18 @@ public enum LoadRunner {
         let states = group.loops.map { LoopState(loop: $0, shared: shared, seed: seedSource.next()) }
 
         // STATS before (sluice-echo; the echo baselines have no STATS).
-        var control: ControlConnection?
         var statsBefore: ServerStats?
         if !configuration.drivesEchoBaseline {
+            let control: ControlConnection
             do {
                 control = try await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
             } catch {
                 throw LoadError("cannot connect to \(configuration.host):\(configuration.port): \(error.message)", input: "")
             }
-            statsBefore = await control?.stats()
+            statsBefore = await control.stats()
             // A connection for each probe: one kept open through a long run would be closed by
             // the server's idle timeout before the last probe.
-            control?.close()
+            control.close()
         }
 
         for index in 0..<configuration.connections {
@@ -80,7 +80,7 @@ public enum LoadRunner {
         }
         let ended = await waitForEnd(configuration: configuration, shared: shared, states: states, start: start, progress: progress)
         var statsAfter: ServerStats?
-        if control != nil {
+        if !configuration.drivesEchoBaseline {
             let probe = try? await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
             statsAfter = await probe?.stats()
             probe?.close()
