@@ -600,6 +600,17 @@ class Context:
         self.conns.append(c)
         return c
 
+    def connect_many(self, count, timeout=5):
+        """Opens up to `count` connections, one at a time; stops at the first that fails.
+        Returns the connections opened and, if one failed, (its index, the error)."""
+        conns = []
+        for i in range(count):
+            try:
+                conns.append(self.connect(timeout=timeout))
+            except OSError as error:
+                return conns, (i, error)
+        return conns, None
+
     def close_all(self):
         for c in self.conns:
             c.close()
@@ -1039,13 +1050,9 @@ def probe_slowloris(ctx):
 def probe_idle(ctx):
     count = ctx.config.idle_count
     before = fd_count(ctx.pid)
-    conns = []
-    for i in range(count):
-        try:
-            conns.append(ctx.connect(timeout=5))
-        except OSError as error:
-            ctx.fail(f"connect {i + 1}/{count}: {error}")
-            break
+    conns, failed = ctx.connect_many(count)
+    if failed:
+        ctx.fail(f"connect {failed[0] + 1}/{count}: {failed[1]}")
     deadline = time.monotonic() + 15
     while fd_count(ctx.pid) < before + len(conns) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -1105,13 +1112,9 @@ def probe_fdlimit(ctx):
     count = 400
     log = ctx.server.log_path
     lines_before = count_lines(log)
-    conns = []
-    for i in range(count):
-        try:
-            conns.append(ctx.connect(timeout=5))
-        except OSError as error:
-            ctx.note(f"connect stopped at {i}: {error}")
-            break
+    conns, failed = ctx.connect_many(count)
+    if failed:
+        ctx.note(f"connect stopped at {failed[0]}: {failed[1]}")
     time.sleep(1.0)
     fds_full = fd_count(ctx.pid)
     cpu0, t0 = cpu_seconds(ctx.pid), time.monotonic()

@@ -60,30 +60,31 @@ struct LoadRunnerTests {
         }
     }
 
-    @Test("ERR busy is a refusal the protocol allows: counted apart, no check fails")
-    func busyReply() async throws {
-        let server = FakeProtocolServer(fault: .busyOnTap)
-        try await withFakeServer(server) { port in
+    /// 100 requests, ECHO and TAP, against a server whose TAP answers with `fault`.
+    private func echoAndTap(against fault: FakeProtocolServer.Fault) async throws -> LoadResult {
+        var result: LoadResult?
+        try await withFakeServer(FakeProtocolServer(fault: fault)) { port in
             let configuration = try Self.configuration(
                 port: port, ["--connections", "2", "--requests", "100", "--mix", "echo=1,tap=1"])
-            let result = try await LoadRunner.run(configuration)
-            #expect(result.passed)
-            #expect(result.outcome.errorReplies == 0)
-            #expect(result.outcome.busyReplies == result.stats.sent(.tap))
+            result = try await LoadRunner.run(configuration)
         }
+        return try #require(result)
+    }
+
+    @Test("ERR busy is a refusal the protocol allows: counted apart, no check fails")
+    func busyReply() async throws {
+        let result = try await echoAndTap(against: .busyOnTap)
+        #expect(result.passed)
+        #expect(result.outcome.errorReplies == 0)
+        #expect(result.outcome.busyReplies == result.stats.sent(.tap))
     }
 
     @Test("an ERR reply fails 'no unexpected ERR'")
     func errReply() async throws {
-        let server = FakeProtocolServer(fault: .errOnTap)
-        try await withFakeServer(server) { port in
-            let configuration = try Self.configuration(
-                port: port, ["--connections", "2", "--requests", "100", "--mix", "echo=1,tap=1"])
-            let result = try await LoadRunner.run(configuration)
-            #expect(!result.passed)
-            #expect(result.outcome.errorReplies == result.stats.sent(.tap))
-            #expect(result.checks.filter { !$0.passed }.map(\.name) == ["no unexpected ERR"])
-        }
+        let result = try await echoAndTap(against: .errOnTap)
+        #expect(!result.passed)
+        #expect(result.outcome.errorReplies == result.stats.sent(.tap))
+        #expect(result.checks.filter { !$0.passed }.map(\.name) == ["no unexpected ERR"])
     }
 
     @Test("ECHO text that comes back altered fails 'replies match their requests'")

@@ -1,6 +1,18 @@
 import Foundation
 import Testing
 
+/// The ```swift blocks of a Markdown text, in order, each without its final line break.
+func swiftBlocks(in text: Substring) -> [String] {
+    var blocks: [String] = []
+    var rest = text
+    while let open = rest.range(of: "```swift\n") {
+        guard let close = rest[open.upperBound...].range(of: "\n```") else { break }
+        blocks.append(String(rest[open.upperBound..<close.lowerBound]))
+        rest = rest[close.upperBound...]
+    }
+    return blocks
+}
+
 /// Every Swift sample in the DocC articles is code that compiles: each appears, character for
 /// character, in a source file of the repository's examples or tests, which the build compiles
 /// (and the tests run).
@@ -16,18 +28,6 @@ import Testing
         }
     }
 
-    /// The ```swift blocks of a Markdown text.
-    private static func swiftBlocks(in text: String) -> [String] {
-        var blocks: [String] = []
-        var rest = text[...]
-        while let open = rest.range(of: "```swift\n") {
-            guard let close = rest[open.upperBound...].range(of: "\n```") else { break }
-            blocks.append(String(rest[open.upperBound..<close.lowerBound]))
-            rest = rest[close.upperBound...]
-        }
-        return blocks
-    }
-
     @Test func everySwiftSampleOfAnArticleIsCompiledCode() throws {
         let articles = Self.files(under: ["Sources", "Plugins"], endingWith: ".md").filter { $0.path.contains(".docc/") }
         #expect(!articles.isEmpty)
@@ -36,7 +36,7 @@ import Testing
         }
         var samples = 0
         for article in articles {
-            for block in Self.swiftBlocks(in: try String(contentsOf: article, encoding: .utf8)) {
+            for block in swiftBlocks(in: try String(contentsOf: article, encoding: .utf8)[...]) {
                 samples += 1
                 #expect(compiled.contains { $0.contains(block) }, "a sample of \(article.lastPathComponent) is in no compiled file: \(block.prefix(80))")
             }

@@ -29,9 +29,7 @@ import Testing
             encoding: .utf8)
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         let section = try #require(readme.range(of: "## Embedding Sluice"))
-        let rest = readme[section.upperBound...]
-        let open = try #require(rest.range(of: "```swift\n"))
-        let close = try #require(rest[open.upperBound...].range(of: "```"))
-        #expect(String(rest[open.upperBound..<close.lowerBound]) == example)
+        let block = try #require(swiftBlocks(in: readme[section.upperBound...]).first)
+        #expect(block + "\n" == example)
     }
 }
