@@ -2,7 +2,10 @@ import Synchronization
 
 /// What a server's connections share across its loops: how many are open, and how many bytes
 /// their buffers hold together.
-final class ConnectionAccounting: Sendable {
+///
+/// Several servers may share one (the line and HTTP fronts of one process): the cap on open
+/// connections then holds for all of them together.
+public final class ConnectionAccounting: Sendable {
     /// The cap on open connections, if any.
     let maximumConnections: Int?
     /// The budget of buffer bytes over all connections, if any.
@@ -11,9 +14,15 @@ final class ConnectionAccounting: Sendable {
     private let bufferBytes = Atomic<Int>(0)
     private let refusingAccepts = Atomic<Bool>(false)
 
-    init(configuration: TCPConfiguration) {
-        maximumConnections = configuration.maximumConnections
-        bufferBudget = configuration.connectionBufferBudget
+    /// Accounting with at most `maximumConnections` open connections (`nil`: no cap) and
+    /// `bufferBudget` bytes in their buffers together (`nil`: no budget).
+    public init(maximumConnections: Int?, bufferBudget: Int? = nil) {
+        self.maximumConnections = maximumConnections
+        self.bufferBudget = bufferBudget
+    }
+
+    convenience init(configuration: TCPConfiguration) {
+        self.init(maximumConnections: configuration.maximumConnections, bufferBudget: configuration.connectionBufferBudget)
     }
 
     /// Counts a new connection in; `false` (and nothing counted) when the cap is reached.
@@ -37,8 +46,8 @@ final class ConnectionAccounting: Sendable {
         open.subtract(1, ordering: .relaxed)
     }
 
-    /// Open connections over all loops.
-    var openConnections: Int { open.load(ordering: .relaxed) }
+    /// Open connections over all loops and every server sharing this accounting.
+    public var openConnections: Int { open.load(ordering: .relaxed) }
 
     /// Adds `delta` (which may be negative) to the bytes held; returns whether the total is
     /// over the budget.

@@ -177,7 +177,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
     // MARK: - Addresses
 
-    private static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(EventLoopError) -> Int32 {
+    static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(EventLoopError) -> Int32 {
         let literal = host == "localhost" ? "127.0.0.1" : host
         // libevent refuses port 0 in the text: parse with a placeholder, then set the port.
         let text = literal.contains(":") ? "[\(literal)]:1" : "\(literal):1"
@@ -201,7 +201,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         return length
     }
 
-    private static func boundPort(of socket: Int32) -> Int {
+    static func boundPort(of socket: Int32) -> Int {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = withUnsafeMutablePointer(to: &storage) { pointer in

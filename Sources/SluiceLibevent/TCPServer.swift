@@ -38,6 +38,8 @@ public final class TCPServer: Sendable {
     ///   - configuration: the address, the limits and the timeouts of the connections.
     ///   - refusal: the bytes a connection over ``TCPConfiguration/maximumConnections`` gets
     ///     before it is closed (a protocol's "too many connections" line).
+    ///   - accounting: the connection cap and buffer budget shared with other servers; `nil`
+    ///     makes one from the configuration, for this server alone.
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
     ///   - makeHandler: makes each connection's handler, on the accepting loop's thread.
@@ -47,11 +49,12 @@ public final class TCPServer: Sendable {
         group: EventLoopGroup,
         configuration: TCPConfiguration,
         refusal: [UInt8] = [],
+        accounting: ConnectionAccounting? = nil,
         logger: Logger = Logger(label: "sluice.tcp"),
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
     ) async throws -> TCPServer {
         try configuration.validate()
-        let accounting = ConnectionAccounting(configuration: configuration)
+        let accounting = accounting ?? ConnectionAccounting(configuration: configuration)
         var listeners: [TCPListener] = []
         var port = configuration.port
         do {

@@ -24,6 +24,7 @@ public final class LineServer: Service, Sendable {
     private let openConnections = Atomic<Int>(0)
     private let bound = Mutex<TCPServer?>(nil)
     private let onBound: @Sendable (Int) async -> Void
+    private let accounting: ConnectionAccounting?
     private let requestCounter = Counter(label: "sluice_line_requests_total")
 
     /// Creates a server; ``run()`` (or ``start()``) binds it.
@@ -32,6 +33,8 @@ public final class LineServer: Service, Sendable {
     ///   - gate: the gate the plugin verbs go to; the server listens on its loops.
     ///   - verbs: the plugin verbs it answers, each with its codec.
     ///   - configuration: the TCP settings, the in-flight cap and the `ECHO` limit.
+    ///   - accounting: the connection cap shared with other fronts of the process (the HTTP
+    ///     front, say); `nil` for a cap of this server's own (``LineConfiguration/tcp``).
     ///   - logger: where the server logs.
     ///   - onBound: called with the bound port once the server listens.
     /// - Throws: `GateError` for a bad configuration.
@@ -39,6 +42,7 @@ public final class LineServer: Service, Sendable {
         gate: Gate,
         verbs: LineVerbs,
         configuration: LineConfiguration = LineConfiguration(),
+        accounting: ConnectionAccounting? = nil,
         logger: Logger = Logger(label: "sluice.line"),
         onBound: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws(GateError) {
@@ -49,6 +53,7 @@ public final class LineServer: Service, Sendable {
         self.echoLimit = try configuration.echoLimit()
         self.logger = logger
         self.onBound = onBound
+        self.accounting = accounting
     }
 
     // MARK: - Running
@@ -57,7 +62,8 @@ public final class LineServer: Service, Sendable {
     @discardableResult
     public func start() async throws -> Int {
         let server = try await TCPServer.bind(
-            group: gate.group, configuration: configuration.tcp, refusal: Array(Self.refusal.utf8), logger: logger
+            group: gate.group, configuration: configuration.tcp, refusal: Array(Self.refusal.utf8), accounting: accounting,
+            logger: logger
         ) { [self] connection in
             LineSession(server: self, connection: connection)
         }

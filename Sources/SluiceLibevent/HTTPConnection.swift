@@ -1,0 +1,257 @@
+import CLibevent
+import SluiceCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What an ``HTTPServer`` calls for one connection, on its loop.
+public protocol HTTPConnectionHandler: AnyObject {
+    /// A complete request (head and body) arrived. Answer it with
+    /// ``HTTPServerRequest/respond(status:reason:fields:body:closeConnection:)``, now or later
+    /// on the connection's loop; the connection reads its next request only once it is answered.
+    func received(_ request: HTTPServerRequest)
+    /// The connection closed (after this, answers to its requests are dropped).
+    func connectionClosed()
+}
+
+/// One client connection of an ``HTTPServer``, on one loop.
+///
+/// libevent's `evhttp` parses the requests; this object watches the bytes as they arrive to
+/// bound what `evhttp` alone does not: a head's size (431 as soon as it is too big) and how long
+/// a head and a body may take from their first byte (408), and it counts the connection in the
+/// shared connection cap.
+public final class HTTPConnection: @unchecked Sendable {
+    // @unchecked Sendable: created, used and closed on `loop`'s thread only (every entry point is
+    // a libevent callback or a job on that loop); the reference is only carried across threads.
+
+    /// Where the connection's bytes are in the request cycle.
+    enum Phase {
+        /// Between requests: the next byte starts a head.
+        case idle
+        /// Reading a head: its bytes so far, the length of the current line (CR not counted),
+        /// and whether a non-empty line has been seen.
+        case head(bytes: Int, lineLength: Int, sawLine: Bool)
+        /// The head is complete; `evhttp` reads the body.
+        case body
+        /// The request was handed over and is not answered yet.
+        case handling
+        /// Refused (head too big, timed out, over the cap): closing.
+        case refused
+    }
+
+    /// The loop it lives on.
+    public let loop: EventLoop
+    /// A process-unique id.
+    public let id: UInt64
+    /// The peer's address, `host:port`.
+    public let remoteAddress: String
+    let bufferevent: OpaquePointer
+    private(set) var evhttpConnection: OpaquePointer?
+    private weak var listener: HTTPListener?
+    var handler: (any HTTPConnectionHandler)?
+    private var phase = Phase.idle
+    private var deadline: LoopTimer?
+    private var current: HTTPServerRequest?
+    private var inputCallback: OpaquePointer?
+    private var counted = false
+
+    init(loop: EventLoop, id: UInt64, listener: HTTPListener, bufferevent: OpaquePointer, evhttpConnection: OpaquePointer) {
+        self.loop = loop
+        self.id = id
+        self.listener = listener
+        self.bufferevent = bufferevent
+        self.evhttpConnection = evhttpConnection
+        var address: UnsafeMutablePointer<CChar>?
+        var port: UInt16 = 0
+        evhttp_connection_get_peer(evhttpConnection, &address, &port)
+        self.remoteAddress = "\(address.map { String(cString: $0) } ?? "?"):\(port)"
+    }
+
+    /// Whether the connection is still open.
+    public var isOpen: Bool { evhttpConnection != nil }
+
+    /// Starts watching: counts the connection in (`false` when the cap refuses it) and hooks
+    /// the input buffer and the close callback.
+    func start(accounting: ConnectionAccounting) -> Bool {
+        guard let evhttpConnection else { return false }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // Released in `closed()`, which libevent calls once as it frees the connection.
+        evhttp_connection_set_closecb(evhttpConnection, httpConnectionClosedCallback, Unmanaged.passRetained(self).toOpaque())
+        guard accounting.admitConnection() else { return false }
+        counted = true
+        inputCallback = evbuffer_add_cb(bufferevent_get_input(bufferevent), httpInputCallback, context)
+        return true
+    }
+
+    // MARK: - Requests
+
+    func received(_ request: OpaquePointer) {
+        cancelDeadline()
+        phase = .handling
+        let wrapped = HTTPServerRequest(connection: self, request: request)
+        current = wrapped
+        guard let handler else {
+            wrapped.respond(status: 503, reason: "Service Unavailable", fields: [], closeConnection: true)
+            return
+        }
+        handler.received(wrapped)
+    }
+
+    func answered(_ request: HTTPServerRequest) {
+        if current === request { current = nil }
+        if case .handling = phase { phase = .idle }
+    }
+
+    // MARK: - Watching the input
+
+    fileprivate func inputChanged(_ buffer: OpaquePointer, added: Int) {
+        guard added > 0 else { return }
+        switch phase {
+        case .idle:
+            phase = .head(bytes: 0, lineLength: 0, sawLine: false)
+            arm(after: listener?.configuration.headTimeout ?? .seconds(10))
+            scanHead(buffer, added: added)
+        case .head:
+            scanHead(buffer, added: added)
+        case .body, .handling, .refused:
+            break
+        }
+    }
+
+    /// Scans the `added` bytes at the end of `buffer` for the blank line that ends a head,
+    /// counting the head's bytes.
+    private func scanHead(_ buffer: OpaquePointer, added: Int) {
+        guard case .head(var bytes, var lineLength, var sawLine) = phase else { return }
+        let limit = listener?.configuration.maximumHeadBytes ?? 16 << 10
+        let total = evbuffer_get_length(buffer)
+        var start = evbuffer_ptr()
+        guard evbuffer_ptr_set(buffer, &start, total - added, EVBUFFER_PTR_SET) == 0 else { return }
+        let chunks = Int(evbuffer_peek(buffer, added, &start, nil, 0))
+        var vectors = [iovec](repeating: iovec(), count: max(chunks, 1))
+        let filled = Int(evbuffer_peek(buffer, added, &start, &vectors, Int32(vectors.count)))
+        var remaining = added
+        var ended = false
+        scan: for vector in vectors.prefix(filled) {
+            guard let base = vector.iov_base else { continue }
+            let chunk = UnsafeRawBufferPointer(start: base, count: min(vector.iov_len, remaining))
+            remaining -= chunk.count
+            for byte in chunk {
+                bytes += 1
+                if byte == 0x0A {
+                    if lineLength == 0 && sawLine {
+                        ended = true
+                        break scan
+                    }
+                    sawLine = sawLine || lineLength > 0
+                    lineLength = 0
+                } else if byte != 0x0D {
+                    lineLength += 1
+                }
+                if bytes > limit { break scan }
+            }
+        }
+        if bytes > limit {
+            refuse(status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
+                   detail: "the request head is larger than \(limit) bytes")
+        } else if ended {
+            phase = .body
+            arm(after: listener?.configuration.bodyTimeout ?? .seconds(30))
+        } else {
+            phase = .head(bytes: bytes, lineLength: lineLength, sawLine: sawLine)
+        }
+    }
+
+    private func arm(after delay: Duration) {
+        deadline?.cancel()
+        deadline = loop.schedule(after: delay) { [weak self] in
+            self?.deadlinePassed()
+        }
+    }
+
+    private func cancelDeadline() {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    private func deadlinePassed() {
+        deadline = nil
+        switch phase {
+        case .head:
+            refuse(status: 408, reason: "Request Timeout", slug: "request-timeout", detail: "the request head did not arrive in time")
+        case .body:
+            refuse(status: 408, reason: "Request Timeout", slug: "request-timeout", detail: "the request body did not arrive in time")
+        case .idle, .handling, .refused:
+            break
+        }
+    }
+
+    // MARK: - Refusing and closing
+
+    /// Answers with a problem and closes, bypassing `evhttp` (whose parser is mid-request):
+    /// reading stops and the unread input is dropped at once; the answer is written straight to
+    /// the socket when nothing else is waiting to be sent, and the connection is freed right
+    /// after the current libevent callback.
+    func refuse(status: Int, reason: String, slug: String, detail: String) {
+        guard evhttpConnection != nil else { return }
+        if case .refused = phase { return }
+        phase = .refused
+        cancelDeadline()
+        bufferevent_disable(bufferevent, Int16(EV_READ))
+        let input = bufferevent_get_input(bufferevent)
+        evbuffer_drain(input, evbuffer_get_length(input))
+        if evbuffer_get_length(bufferevent_get_output(bufferevent)) == 0 {
+            let body = #"{"type":"urn:sluice:problem:\#(slug)","title":"\#(reason)","status":\#(status),"detail":"\#(detail)"}"#
+            let response = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/problem+json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            let socket = bufferevent_getfd(bufferevent)
+            if socket >= 0 {
+                var bytes = Array(response.utf8)
+                _ = send(socket, &bytes, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+        }
+        loop.execute { [self] in close() }
+    }
+
+    /// Closes the connection now (its current request, if any, is dropped unanswered).
+    public func close() {
+        loop.assertInEventLoop()
+        guard let evhttpConnection else { return }
+        evhttp_connection_free(evhttpConnection)
+    }
+
+    /// libevent is freeing the connection.
+    fileprivate func closed() {
+        if let evhttpConnection { listener?.forget(evhttpConnection) }
+        evhttpConnection = nil
+        cancelDeadline()
+        if let inputCallback {
+            evbuffer_remove_cb_entry(bufferevent_get_input(bufferevent), inputCallback)
+            self.inputCallback = nil
+        }
+        current?.connectionClosing()
+        current = nil
+        if counted {
+            counted = false
+            listener?.connectionClosed(self)
+        }
+        let handler = self.handler
+        self.handler = nil
+        handler?.connectionClosed()
+    }
+}
+
+private func httpInputCallback(
+    _ buffer: OpaquePointer?, _ info: UnsafePointer<evbuffer_cb_info>?, _ context: UnsafeMutableRawPointer?
+) {
+    guard let buffer, let info, let context else { return }
+    Unmanaged<HTTPConnection>.fromOpaque(context).takeUnretainedValue().inputChanged(buffer, added: info.pointee.n_added)
+}
+
+private func httpConnectionClosedCallback(_ connection: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    Unmanaged<HTTPConnection>.fromOpaque(context).takeRetainedValue().closed()
+}
