@@ -309,13 +309,17 @@ public final class Gate: Service, Sendable {
         var statistics = GateStatistics(cancelled: counters.cancelled.current)
         for shard in shards {
             let snapshot = await perform(on: shard) { shard in
-                (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats)
+                (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
+                 shard.lanes.map(\.keyCount))
             }
             guard let snapshot else { continue }
             statistics.keys += snapshot.0
             statistics.executions += snapshot.1
             statistics.waiters += snapshot.2
             statistics.scopes += snapshot.3
+            for (index, keys) in snapshot.5.enumerated() {
+                statistics.keysByPlugin[plugins[index].name, default: 0] += keys
+            }
             for (index, stats) in snapshot.4.enumerated() {
                 guard let stats else { continue }
                 let name = plugins[index].name
@@ -401,6 +405,8 @@ public struct GateStatistics: Sendable, Hashable {
     public var cancelled: Int
     /// Each plugin's policy table counters, by plugin name.
     public var tables: [String: KeyTableStats] = [:]
+    /// The keys each plugin holds, by plugin name.
+    public var keysByPlugin: [String: Int] = [:]
 
     /// Live keys evicted from every policy table to make room for new keys. Idle keys (whose
     /// state is no different from a fresh key's) always go first, so each of these may have

@@ -80,7 +80,9 @@ final class GateShard: @unchecked Sendable {
     ) -> GateOutcome<Plugin.Output>? {
         loop.assertInEventLoop()
         guard let lane = lane(request.plugin.index, as: Plugin.self) else { return .busy }
-        return lane.submit(request, later: later, shard: self)
+        let outcome = lane.submit(request, later: later, shard: self)
+        if let outcome { lane.metrics.count(outcome) }
+        return outcome
     }
 
     /// An effect's task ended; called from the task, which runs on the loop.

@@ -122,6 +122,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// Live keys evicted from the policy table (each may have changed a decision), exported
     /// as `sluice_evictions_total{plugin}` by the sweep.
     let evictionMetric: Counter
+    /// Outcomes by kind and effect durations.
+    @usableFromInline let metrics: OutcomeMetrics
     /// Evictions already added to `evictionMetric`.
     var evictionsReported = 0
     @usableFromInline let mode: Mode
@@ -153,6 +155,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         self.handle = handle
         self.tallyBudget = tallyBudget
         self.evictionMetric = Counter(label: "sluice_evictions_total", dimensions: [("plugin", handle.plugin.name)])
+        self.metrics = OutcomeMetrics(plugin: handle.plugin.name)
         var cancelInFlight = false
         switch handle.plugin.policy {
         case .throttle(let options):
@@ -287,7 +290,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             // runs out under a live owner, however long it works.
             decision = try idempotency?.begin(
                 key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.clock.now,
-                lease: .untilReleased)
+                lease: .untilReleased, concurrent: identity.concurrent)
         } catch {
             return .busy
         }
@@ -454,16 +457,19 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         let storage = handle.storage
         let input = started.input
         let context = EffectContext(key: started.key, effectID: started.effectID, shard: shard, lane: index)
+        let duration = metrics.effectDuration
         endedSynchronously = nil
         // Nonisolated and immediate: the effect starts on this thread now, and one that never
         // suspends has ended before `launch` returns. Its continuations run on the key's loop.
         let task = Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
             let result: Result<Output, any Error>
+            let start = ContinuousClock.now
             do {
                 result = .success(try await storage.plugin.run(input, context: context))
             } catch {
                 result = .failure(error)
             }
+            duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
             context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
         }
         // An effect that never suspended has already ended (and is gone).
@@ -539,6 +545,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         release(Self.waiterBytes)
         shard.finishEntry(waiter)
         if let completion = entry.completion {
+            metrics.count(outcome)
             completion(outcome)
         } else if waiter == submitting {
             immediate = outcome

@@ -1,0 +1,54 @@
+import CoreMetrics
+
+/// The swift-metrics instruments of one plugin: `sluice_decisions_total{plugin, outcome}`, one
+/// counter per kind of outcome, and `sluice_effect_duration_seconds{plugin}`, how long its
+/// effects ran.
+///
+/// The instruments are made once per plugin lane, so counting an outcome is one increment.
+@usableFromInline
+final class OutcomeMetrics: Sendable {
+    /// The outcome label of each kind, in the order of ``index(of:)``.
+    static let labels = [
+        "executed", "replayed", "joined", "failed", "throttled", "limited", "superseded", "cancelled", "mismatch",
+        "conflict", "busy", "shutting_down",
+    ]
+
+    private let counters: [Counter]
+    /// How long effects ran.
+    @usableFromInline let effectDuration: Timer
+
+    init(plugin: String) {
+        counters = Self.labels.map {
+            Counter(label: "sluice_decisions_total", dimensions: [("plugin", plugin), ("outcome", $0)])
+        }
+        effectDuration = Timer(
+            label: "sluice_effect_duration_seconds", dimensions: [("plugin", plugin)], preferredDisplayUnit: .seconds)
+    }
+
+    /// Counts one outcome.
+    @usableFromInline
+    func count<Output>(_ outcome: GateOutcome<Output>) {
+        counters[Self.index(of: outcome)].increment()
+    }
+
+    @usableFromInline
+    static func index<Output>(of outcome: GateOutcome<Output>) -> Int {
+        switch outcome {
+        case .ran(_, let info), .failed(_, let info):
+            if case .failed = outcome { return 3 }
+            switch info.source {
+            case .executed: return 0
+            case .replayed: return 1
+            case .joined: return 2
+            }
+        case .throttled: return 4
+        case .limited: return 5
+        case .superseded: return 6
+        case .cancelled: return 7
+        case .mismatch: return 8
+        case .conflict: return 9
+        case .busy: return 10
+        case .shuttingDown: return 11
+        }
+    }
+}
