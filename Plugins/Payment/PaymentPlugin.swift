@@ -17,12 +17,17 @@ public struct PaymentPlugin: GatePlugin {
         public let idem: String
         /// The amount in minor units, 1…``PaymentPlugin/maximumAmount``.
         public let amount: Int
+        /// What a duplicate of this payment gets while the first still runs: joins it or is
+        /// refused (`conflict`); `nil` follows the plugin's `concurrent`.
+        public let concurrent: IdempotencyOptions.Concurrent?
 
-        /// A payment of `amount` for `key` under the idempotency key `idem`.
-        public init(key: String, idem: String, amount: Int) {
+        /// A payment of `amount` for `key` under the idempotency key `idem`; `concurrent`
+        /// overrides the plugin's choice for a duplicate that arrives while the first runs.
+        public init(key: String, idem: String, amount: Int, concurrent: IdempotencyOptions.Concurrent? = nil) {
             self.key = key
             self.idem = idem
             self.amount = amount
+            self.concurrent = concurrent
         }
     }
 
@@ -67,7 +72,9 @@ public struct PaymentPlugin: GatePlugin {
     public func key(for input: Payment) -> String { input.key }
 
     public func identity(for input: Payment) -> RequestIdentity {
-        RequestIdentity(record: Self.record(key: input.key, idem: input.idem), fingerprint: String(input.amount))
+        RequestIdentity(
+            record: Self.record(key: input.key, idem: input.idem), fingerprint: String(input.amount),
+            concurrent: input.concurrent)
     }
 
     /// The record of `(key, idem)`: `<key's byte count>:<key><idem>`, so that no two pairs make

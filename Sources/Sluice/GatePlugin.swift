@@ -67,10 +67,15 @@ public struct RequestIdentity: Sendable, Hashable {
     public var record: String
     /// The payload's fingerprint: the same record with another fingerprint is a mismatch.
     public var fingerprint: String
+    /// For idempotent plugins, whether this request joins a duplicate that is still running or
+    /// is refused (``GateOutcome/conflict``); `nil` follows the plugin's options. A front can so
+    /// choose per request (HTTP answers 409 by default where the line protocol joins).
+    public var concurrent: IdempotencyOptions.Concurrent?
 
     /// Creates an identity.
-    public init(record: String, fingerprint: String) {
+    public init(record: String, fingerprint: String, concurrent: IdempotencyOptions.Concurrent? = nil) {
         self.record = record
         self.fingerprint = fingerprint
+        self.concurrent = concurrent
     }
 }

@@ -54,14 +54,16 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
     case completed(fingerprint: Fingerprint, result: Result, expiresAt: Int64)
 
     /// Decides what a request with `fingerprint`, identified by `token`, gets at `now`; a request
-    /// that executes owns the record under `lease`.
+    /// that executes owns the record under `lease`. A duplicate while the record is in flight is
+    /// joined or refused as `concurrent` says (`options.concurrent` when `nil`).
     @inlinable
     public mutating func begin(
         fingerprint: Fingerprint,
         token: EventToken,
         now: Instant,
         options: IdempotencyOptions,
-        lease: IdempotencyLease = .renewable
+        lease: IdempotencyLease = .renewable,
+        concurrent: IdempotencyOptions.Concurrent? = nil
     ) -> IdempotencyDecision<Result> {
         let t = now.nanoseconds
         let ownedUntil = lease == .untilReleased ? Int64.max : t.saturatingAdd(options.leaseNanos)
@@ -76,7 +78,7 @@ public enum IdempotencyRecord<Fingerprint: Hashable, Result> {
                 return .execute(takeover: owner)
             }
             guard stored == fingerprint else { return .mismatch }
-            switch options.concurrent {
+            switch concurrent ?? options.concurrent {
             case .join: return .join(owner: owner)
             case .reject: return .conflict
             }
@@ -168,7 +170,8 @@ public struct IdempotencyTable<Key: Hashable, Fingerprint: Hashable, Result> {
 
     /// Decides what a request for `key` with `fingerprint`, identified by `token`, gets at `now`.
     ///
-    /// A request that executes owns the record under `lease`.
+    /// A request that executes owns the record under `lease`; a duplicate while it is in flight is
+    /// joined or refused as `concurrent` says (the options' choice when `nil`).
     ///
     /// - Throws: ``SluiceError/Code/tableBusy`` when a new key arrives and the table is full of live
     ///   records.
@@ -178,11 +181,13 @@ public struct IdempotencyTable<Key: Hashable, Fingerprint: Hashable, Result> {
         fingerprint: Fingerprint,
         token: EventToken,
         now: Instant,
-        lease: IdempotencyLease = .renewable
+        lease: IdempotencyLease = .renewable,
+        concurrent: IdempotencyOptions.Concurrent? = nil
     ) throws(SluiceError) -> IdempotencyDecision<Result> {
         if let index = table.index(of: key) {
             table.touch(index)
-            return table[index].begin(fingerprint: fingerprint, token: token, now: now, options: options, lease: lease)
+            return table[index].begin(
+                fingerprint: fingerprint, token: token, now: now, options: options, lease: lease, concurrent: concurrent)
         }
         var record = IdempotencyRecord<Fingerprint, Result>.absent
         let decision = record.begin(fingerprint: fingerprint, token: token, now: now, options: options, lease: lease)
