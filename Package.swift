@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
         .library(name: "SluiceLineProtocol", targets: ["SluiceLineProtocol"]),
+        .library(name: "SluiceHTTP", targets: ["SluiceHTTP"]),
         .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
         .library(name: "SluicePayment", targets: ["SluicePayment"]),
         .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
@@ -37,6 +38,9 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // MARK: C layer
@@ -91,12 +95,26 @@ let package = Package(
             ]
         ),
 
+        .target(
+            name: "SluiceHTTP",
+            dependencies: [
+                "Sluice", "SluiceLibevent", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
+                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 "SluiceRateLimit", "SluicePage",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -157,8 +175,9 @@ let package = Package(
         .testTarget(
             name: "SluiceTests",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
+                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

@@ -1,8 +1,11 @@
 import ArgumentParser
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 import Sluice
 import SluiceButtonTap
+import SluiceHTTP
 import SluiceLineProtocol
 import SluicePage
 import SluicePayment
@@ -14,13 +17,14 @@ import UnixSignals
 /// speaks the line protocol (`<id> <VERB> [args]`) with every built-in plugin on: `TAP`
 /// (button tap throttle), `PAY` (exactly-once payments), `SEARCH` (debounce + switch-latest),
 /// `LIMIT` (GCRA rate limit), `PAGE` (single-flight page loads), plus `PING`, `ECHO`, `CANCEL`
-/// and `STATS`. It is built on the public API alone: a ``Gate`` with the plugins, and the line
-/// front with a codec per verb.
+/// and `STATS`; and HTTP/1.1 with the same plugins on routes (`POST /pay`, `POST /tap/<key>`,
+/// …) plus `/echo`, `/metrics` and `/healthz`. It is built on the public API alone: a ``Gate``
+/// with the plugins, and two fronts with a codec per verb or route.
 @main
 struct SluiceEcho: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sluice-echo",
-        abstract: "The Sluice example server: the line protocol with every built-in plugin on."
+        abstract: "The Sluice example server: the line protocol and HTTP with every built-in plugin on."
     )
 
     @Option(help: "The address to listen on (an IP literal or localhost).")
@@ -28,6 +32,27 @@ struct SluiceEcho: AsyncParsableCommand {
 
     @Option(help: "The TCP port to listen on (0 picks a free one).")
     var port = 7070
+
+    @Option(name: .customLong("http-port"), help: "The HTTP port (0 turns HTTP off).")
+    var httpPort = 8080
+
+    @Option(name: .customLong("http-max-body"), help: "HTTP: the largest request body accepted, in bytes (larger: 413).")
+    var httpMaxBody = 1 << 20
+
+    @Option(name: .customLong("http-max-header"), help: "HTTP: the largest request head (request line and header fields) accepted, in bytes (larger: 431).")
+    var httpMaxHeader = 16 << 10
+
+    @Option(name: .customLong("http-head-timeout-s"), help: "HTTP: how long a request head may take from its first byte, in seconds (then 408 and close).")
+    var httpHeadTimeoutSeconds = 10
+
+    @Option(name: .customLong("http-body-timeout-s"), help: "HTTP: how long a request body may take once its head is complete, in seconds (then 408 and close).")
+    var httpBodyTimeoutSeconds = 30
+
+    @Option(name: .customLong("http-idle-timeout-s"), help: "HTTP: close a connection silent this long between requests, in seconds.")
+    var httpIdleTimeoutSeconds = 60
+
+    @Option(name: .customLong("pay-concurrent"), help: "PAY: a duplicate while the first runs is refused (reject: ERR conflict, HTTP 409) or waits for its result (join). Default: the line protocol joins, HTTP refuses.")
+    var payConcurrent: PayConcurrency?
 
     @Option(help: "How many event loops (threads) to run; default: one per core.")
     var loops: Int = EventLoopGroup.coreCount
@@ -107,8 +132,8 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("page-table-mib"), help: "PAGE: memory budget of the loads in flight and their waiters, in MiB.")
     var pageTableMebibytes = 16
 
-    @Option(name: .customLong("shutdown-grace-s"), help: "On SIGINT/SIGTERM, how long running effects may finish before they are cancelled, in seconds.")
-    var shutdownGraceSeconds = 5
+    @Option(name: [.customLong("drain-timeout-s"), .customLong("shutdown-grace-s")], help: "On SIGINT/SIGTERM, how long running effects (payments) may finish before they are cancelled, in seconds (--shutdown-grace-s is its former name).")
+    var shutdownGraceSeconds = 10
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
@@ -137,7 +162,8 @@ struct SluiceEcho: AsyncParsableCommand {
         try require(limitPeriodMilliseconds >= 1, "--limit-period-ms must be at least 1 (got \(limitPeriodMilliseconds))")
         try require(limitBurst >= 0, "--limit-burst must be 0 or more (got \(limitBurst))")
         try require(pageLatencyMilliseconds >= 0, "--page-latency-ms must be 0 or more (got \(pageLatencyMilliseconds))")
-        try require(shutdownGraceSeconds >= 0, "--shutdown-grace-s must be 0 or more (got \(shutdownGraceSeconds))")
+        try require(shutdownGraceSeconds >= 0, "--drain-timeout-s must be 0 or more (got \(shutdownGraceSeconds))")
+        try require((0...65535).contains(httpPort), "--http-port must be 0...65535 (got \(httpPort))")
         for (name, value) in [
             ("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes),
             ("--search-table-mib", searchTableMebibytes), ("--limit-table-mib", limitTableMebibytes),
@@ -147,6 +173,7 @@ struct SluiceEcho: AsyncParsableCommand {
         }
         do {
             try lineConfiguration.validate()
+            if httpPort != 0 { try httpConfiguration.validate() }
             _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
         } catch let error as GateError {
             throw ValidationError("\(error.message) (got \(error.value))")
@@ -170,22 +197,37 @@ struct SluiceEcho: AsyncParsableCommand {
             maximumInFlight: maxInFlight)
     }
 
+    var httpConfiguration: HTTPFrontConfiguration {
+        HTTPFrontConfiguration(
+            http: HTTPConfiguration(
+                host: host, port: httpPort, maximumHeadBytes: httpMaxHeader, maximumBodyBytes: httpMaxBody,
+                headTimeout: .seconds(httpHeadTimeoutSeconds), bodyTimeout: .seconds(httpBodyTimeoutSeconds),
+                idleTimeout: .seconds(httpIdleTimeoutSeconds),
+                maximumConnections: maxConnections == 0 ? nil : maxConnections),
+            echoRate: echoRate,
+            echoBurst: echoBurst)
+    }
+
     /// Registers every built-in plugin with the gate's registry and its codec with the line
-    /// front, in the order `STATS` reports them.
-    func makePlugins() throws -> (PluginRegistry, LineVerbs) {
+    /// front and the HTTP front, in the order `STATS` reports them.
+    func makePlugins() throws -> (PluginRegistry, LineVerbs, HTTPRoutes) {
         var plugins = PluginRegistry()
         var verbs = LineVerbs()
+        var routes = HTTPRoutes()
         let tap = try plugins.register(
             ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
             budget: .bytes(tapTableMebibytes << 20))
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
+        try routes.register(TapHTTPCodec(tap.plugin), for: tap)
         let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),
+                concurrent: payConcurrent?.option ?? .join,
                 recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
                 processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
             budget: .bytes(payTableMebibytes << 20))
         try verbs.register(PayLineCodec(pay.plugin), for: pay)
+        try routes.register(PayHTTPCodec(pay.plugin, concurrent: payConcurrent?.option ?? .reject), for: pay)
         let search = try plugins.register(
             SearchPlugin(
                 quiet: .milliseconds(searchQuietMilliseconds),
@@ -193,15 +235,18 @@ struct SluiceEcho: AsyncParsableCommand {
                 latency: .milliseconds(searchLatencyMilliseconds)),
             budget: .bytes(searchTableMebibytes << 20))
         try verbs.register(SearchLineCodec(search.plugin), for: search)
+        try routes.register(SearchHTTPCodec(search.plugin), for: search)
         let limit = try plugins.register(
             RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst),
             budget: .bytes(limitTableMebibytes << 20))
         try verbs.register(LimitLineCodec(limit.plugin), for: limit)
+        try routes.register(LimitHTTPCodec(limit.plugin), for: limit)
         let page = try plugins.register(
             PagePlugin(latency: .milliseconds(pageLatencyMilliseconds)),
             budget: .bytes(pageTableMebibytes << 20))
         try verbs.register(PageLineCodec(page.plugin), for: page)
-        return (plugins, verbs)
+        try routes.register(PageHTTPCodec(page.plugin), for: page)
+        return (plugins, verbs, routes)
     }
 
     func run() async throws {
@@ -211,21 +256,48 @@ struct SluiceEcho: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "sluice-echo")
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
         defer { group.shutdownGracefully() }
-        let (plugins, verbs) = try makePlugins()
+        let (plugins, verbs, routes) = try makePlugins()
         let gate = try Gate(
             group: group, plugins: plugins,
             options: GateOptions(shutdownGracePeriod: .seconds(shutdownGraceSeconds)), logger: logger)
-        let server = try LineServer(gate: gate, verbs: verbs, configuration: lineConfiguration, logger: logger)
-        // On SIGTERM/SIGINT the services stop in reverse order: the line front stops accepting,
-        // then the gate drains (open connections get `ERR shutting-down` meanwhile); the loops
+        // One connection cap for both fronts.
+        let accounting = ConnectionAccounting(
+            maximumConnections: maxConnections == 0 ? nil : maxConnections,
+            bufferBudget: connectionBuffersMebibytes << 20)
+        let server = try LineServer(
+            gate: gate, verbs: verbs, configuration: lineConfiguration, accounting: accounting, logger: logger)
+        var services: [any Service] = [gate, server]
+        if httpPort != 0 {
+            services.append(
+                try HTTPFront(
+                    gate: gate, routes: routes, configuration: httpConfiguration, accounting: accounting,
+                    metrics: { registry.emitToBuffer() }, logger: logger))
+        }
+        // On SIGTERM/SIGINT the services stop in reverse order: the fronts stop accepting, then
+        // the gate drains (open connections get `ERR shutting-down` / 503 meanwhile); the loops
         // stop last.
         let serviceGroup = ServiceGroup(
-            services: [gate, server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await serviceGroup.run()
     }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// `--pay-concurrent`: what a duplicate payment gets while the first runs.
+enum PayConcurrency: String, ExpressibleByArgument, CaseIterable {
+    case reject
+    case join
+
+    var option: IdempotencyOptions.Concurrent {
+        switch self {
+        case .reject: .reject
+        case .join: .join
+        }
+    }
+}

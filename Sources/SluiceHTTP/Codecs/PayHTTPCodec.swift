@@ -1,0 +1,93 @@
+import HTTPTypes
+import Sluice
+import SluiceCore
+import SluiceLibevent
+import SluicePayment
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `POST /pay` with `Idempotency-Key` and `{"key": "<key>", "amount": <int>}`:
+/// 201 `{"charge":"<cid>","amount":<n>}` · 402 `payment-declined` (with `"reason"`) · either with
+/// `Idempotent-Replayed: true` when replayed (or joined) · 409 `conflict` while the first runs
+/// (unless duplicates join) · 422 `mismatch` · 400 `missing-idempotency-key`,
+/// `bad-idempotency-key`, `bad-json`, `bad-key`, `bad-amount` · 503 `busy`.
+///
+/// The record is the pair (account key, `Idempotency-Key`); the amount is its fingerprint. A
+/// replay is rendered from the stored outcome, so it carries the first answer's status and body
+/// byte for byte.
+public struct PayHTTPCodec: HTTPCodec {
+    public typealias Plugin = PaymentPlugin
+
+    public let method = HTTPRequest.Method.post
+    public let path = "/pay"
+    /// What a duplicate gets while the first request runs: `.reject` (409) or `.join`.
+    public let concurrent: IdempotencyOptions.Concurrent
+
+    /// The codec for `plugin`'s requests; a duplicate while the first runs gets 409 unless
+    /// `concurrent` is `.join`.
+    public init(_ plugin: PaymentPlugin, concurrent: IdempotencyOptions.Concurrent = .reject) {
+        self.concurrent = concurrent
+    }
+
+    private struct Body: Decodable {
+        let key: String
+        let amount: Int
+    }
+
+    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> PaymentPlugin.Payment {
+        let idem: String
+        switch IdempotencyKeyField.parse(request.headerValue("Idempotency-Key")) {
+        case .success(let key): idem = key
+        case .failure(let problem): throw problem
+        }
+        let body: Body
+        do {
+            body = try request.withBody { bytes in try JSONDecoder().decode(Body.self, from: Data(bytes)) }
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw Self.fieldProblem(key.stringValue)
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
+        } catch let DecodingError.valueNotFound(_, context) {
+            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
+        } catch {
+            throw HTTPProblem(.badRequest, "bad-json", detail: #"the body must be a JSON object {"key": "...", "amount": <integer>}"#)
+        }
+        let key = try HTTPPathKey.checkKey(body.key)
+        guard PaymentPlugin.isValidAmount(body.amount) else { throw Self.fieldProblem("amount") }
+        return PaymentPlugin.Payment(key: key, idem: idem, amount: body.amount, concurrent: concurrent)
+    }
+
+    private static func fieldProblem(_ field: String) -> HTTPProblem {
+        if field == "key" {
+            return HTTPProblem(.badRequest, "bad-key", detail: "key must be a string of 1 to \(HTTPPathKey.maximumLength) bytes of visible ASCII")
+        }
+        if field == "amount" {
+            return HTTPProblem(.badRequest, "bad-amount", detail: "amount must be an integer from 1 to \(PaymentPlugin.maximumAmount)")
+        }
+        return HTTPProblem(.badRequest, "bad-json", detail: #"the body must be a JSON object {"key": "...", "amount": <integer>}"#)
+    }
+
+    public func encode(_ outcome: GateOutcome<PaymentOutcome>, for input: Plugin.Input) -> HTTPAnswer {
+        guard case .ran(let payment, let info) = outcome else { return HTTPOutcomeMapping.answer(for: outcome) }
+        var answer: HTTPAnswer
+        switch payment {
+        case .charged(let charge):
+            var json = JSONText()
+            json.member("charge", charge)
+            json.member("amount", input.amount)
+            answer = .json(.created, json.finished())
+        case .declined(let reason):
+            answer = HTTPProblem(
+                HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), "payment-declined", detail: "the payment was declined: \(reason)",
+                extensions: ["reason": reason]).answer
+        }
+        HTTPOutcomeMapping.markReplayed(&answer, info)
+        return answer
+    }
+}

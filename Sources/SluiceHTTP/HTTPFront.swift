@@ -1,0 +1,151 @@
+import HTTPTypes
+import Logging
+import Metrics
+import ServiceLifecycle
+import Sluice
+import SluiceLibevent
+import Synchronization
+
+/// The HTTP/1.1 front: libevent's `evhttp` on the gate's loops (one per loop, sharing the
+/// port), routing each request through its ``HTTPCodec`` to the gate, and answering `/echo`
+/// (limited per connection), `/metrics` (Prometheus text, from the renderer it is given) and
+/// `/healthz` (503 while the gate drains) itself.
+///
+/// Run it as a swift-service-lifecycle `Service` after the `Gate` in the same `ServiceGroup`:
+/// on a graceful shutdown it stops accepting; the gate then drains, and open connections get
+/// 503 (and are closed) for new requests while it does.
+public final class HTTPFront: Service, Sendable {
+    /// The gate the routes go to.
+    public let gate: Gate
+    /// The plugin routes.
+    public let routes: HTTPRoutes
+    /// The configuration.
+    public let configuration: HTTPFrontConfiguration
+    let echoOptions: RateLimitOptions
+    let echoFields: RateLimitFields
+    private let renderMetrics: (@Sendable () -> [UInt8])?
+    private let accounting: ConnectionAccounting?
+    private let logger: Logger
+    private let onBound: @Sendable (Int) async -> Void
+    private let bound = Mutex<HTTPServer?>(nil)
+    private let openConnections = Atomic<Int>(0)
+    private let requestCounter = Counter(label: "sluice_http_requests_total")
+    private let connectionGauge = Gauge(label: "sluice_http_connections")
+
+    /// Creates a front; ``run()`` (or ``start()``) binds it.
+    ///
+    /// - Parameters:
+    ///   - gate: the gate the routes go to; the front listens on its loops.
+    ///   - routes: the plugin routes, each with its codec.
+    ///   - configuration: the address, caps, timeouts and the `/echo` limit.
+    ///   - accounting: the connection cap shared with other fronts (the line front); `nil` for
+    ///     a cap of this front's own.
+    ///   - metrics: renders the process's metrics as Prometheus text for `GET /metrics`
+    ///     (404 without it).
+    ///   - logger: where the front logs.
+    ///   - onBound: called with the bound port once the front listens.
+    /// - Throws: `GateError` for a bad configuration.
+    public init(
+        gate: Gate,
+        routes: HTTPRoutes,
+        configuration: HTTPFrontConfiguration = HTTPFrontConfiguration(),
+        accounting: ConnectionAccounting? = nil,
+        metrics: (@Sendable () -> [UInt8])? = nil,
+        logger: Logger = Logger(label: "sluice.http"),
+        onBound: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws(GateError) {
+        try configuration.validate()
+        self.gate = gate
+        self.routes = routes
+        self.configuration = configuration
+        self.echoOptions = try configuration.echoLimit()
+        self.echoFields = RateLimitFields.gcra(name: "echo", options: echoOptions)
+        self.renderMetrics = metrics
+        self.accounting = accounting
+        self.logger = logger
+        self.onBound = onBound
+    }
+
+    // MARK: - Running
+
+    /// Binds an `evhttp` on every loop of the gate's group; returns the bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        let server = try await HTTPServer.bind(
+            group: gate.group, configuration: configuration.http, accounting: accounting, logger: logger
+        ) { [self] connection in
+            HTTPSession(front: self, connection: connection)
+        }
+        bound.withSanitizedLock { $0 = server }
+        logger.info(
+            "listening (HTTP)",
+            metadata: [
+                "host": "\(configuration.http.host)", "port": "\(server.port)", "loops": "\(gate.group.loops.count)",
+                "routes": "\(routes.descriptions.joined(separator: ","))",
+            ])
+        return server.port
+    }
+
+    /// Stops accepting connections; open ones stay open.
+    public func stopAccepting() async {
+        if let server = bound.withSanitizedLock({ $0 }) {
+            await server.stopAccepting()
+        }
+    }
+
+    /// The swift-service-lifecycle entry point: listen, wait for a graceful shutdown, stop
+    /// accepting.
+    public func run() async throws {
+        let port = try await start()
+        await onBound(port)
+        try? await gracefulShutdown()
+        logger.info("no longer accepting HTTP connections")
+        await stopAccepting()
+    }
+
+    /// The number of open connections.
+    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
+
+    // MARK: - Shared with the sessions
+
+    func connectionOpened() {
+        connectionGauge.record(openConnections.add(1, ordering: .relaxed).newValue)
+    }
+
+    func connectionClosed() {
+        connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
+    }
+
+    func countRequest() {
+        requestCounter.increment()
+    }
+
+    /// `/healthz`: 200 while the gate takes requests, 503 once it drains.
+    func health() -> HTTPAnswer {
+        if gate.isAcceptingRequests { return .json(.ok, Array(#"{"status":"ok"}"#.utf8)) }
+        return .json(.serviceUnavailable, Array(#"{"status":"draining"}"#.utf8))
+    }
+
+    /// `/metrics`: the gate's gauges brought up to date (keys per plugin table, executions
+    /// held or running, requests waiting), then the renderer's text.
+    func metrics() async -> HTTPAnswer {
+        guard let renderMetrics else {
+            return HTTPProblem(.notFound, "not-found", detail: "this server exports no metrics").answer
+        }
+        let statistics = await gate.statistics()
+        for (plugin, keys) in statistics.keysByPlugin {
+            Gauge(label: "sluice_keys", dimensions: [("plugin", plugin)]).record(keys)
+        }
+        Gauge(label: "sluice_effects_in_flight").record(statistics.executions)
+        Gauge(label: "sluice_requests_waiting").record(statistics.waiters)
+        var fields = HTTPFields()
+        fields[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return HTTPAnswer(status: .ok, fields: fields, body: renderMetrics())
+    }
+
+    static func methodNotAllowed(_ allowed: [String]) -> HTTPAnswer {
+        var answer = HTTPProblem(.methodNotAllowed, "method-not-allowed", detail: "this path answers \(allowed.joined(separator: ", "))").answer
+        answer.fields[.allow] = allowed.joined(separator: ", ")
+        return answer
+    }
+}

@@ -1,0 +1,42 @@
+import Sluice
+import SluiceCore
+import SluiceLibevent
+
+/// How an ``HTTPFront`` listens, what it accepts, and its own `/echo` limit.
+public struct HTTPFrontConfiguration: Sendable, Hashable {
+    /// The address, the size caps and the timeouts of the connections.
+    public var http: HTTPConfiguration
+    /// `/echo` requests per second per connection, sustained.
+    public var echoRate: Int
+    /// `/echo` requests a connection may send back to back.
+    public var echoBurst: Int
+
+    /// A configuration with the defaults of `sluice-echo`.
+    public init(http: HTTPConfiguration = HTTPConfiguration(), echoRate: Int = 10_000, echoBurst: Int = 1_000) {
+        self.http = http
+        self.echoRate = echoRate
+        self.echoBurst = echoBurst
+    }
+
+    /// The GCRA options of `/echo`.
+    public func echoLimit() throws(GateError) -> RateLimitOptions {
+        guard echoRate >= 1, echoBurst >= 1 else {
+            throw GateError(code: .invalidConfiguration, message: "the echo rate and burst must be at least 1", value: "\(echoRate)/s burst \(echoBurst)")
+        }
+        do {
+            return try RateLimitOptions(count: echoRate, per: .seconds(1), burst: echoBurst - 1)
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: "\(echoRate)/s burst \(echoBurst)")
+        }
+    }
+
+    /// Checks every option.
+    public func validate() throws(GateError) {
+        do {
+            try http.validate()
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: error.input)
+        }
+        _ = try echoLimit()
+    }
+}

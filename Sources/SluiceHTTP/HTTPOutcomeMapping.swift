@@ -1,0 +1,86 @@
+import HTTPTypes
+import Sluice
+import SluiceCore
+
+/// How a typed ``GateOutcome`` becomes an HTTP answer, shared by every HTTP front (the `evhttp`
+/// front, framework middleware): the status, the header fields (`Retry-After`, the draft-11
+/// `RateLimit` fields, `Idempotent-Replayed`) and an RFC 9457 problem body.
+///
+/// | outcome | status |
+/// | --- | --- |
+/// | throttled, limited | 429 with `Retry-After` (whole seconds, rounded up) and the rate-limit fields |
+/// | superseded, cancelled | 409 (503 when cancelled by a shutdown) |
+/// | mismatch | 422 |
+/// | conflict | 409 |
+/// | busy | 503 with `Retry-After: 1` |
+/// | failed | 500 |
+/// | shutting down | 503 |
+///
+/// `ran` outcomes are the route's to render (their body is the plugin's output).
+public enum HTTPOutcomeMapping {
+    /// The answer to an outcome other than `ran`, with `limits` (when the route has rate-limit
+    /// fields) on the 429 answers.
+    public static func answer<Output>(for outcome: GateOutcome<Output>, limits: RateLimitFields? = nil) -> HTTPAnswer {
+        switch outcome {
+        case .ran:
+            return HTTPAnswer(status: .ok)
+        case .throttled(let retryAfter):
+            return throttled(retryAfter: retryAfter, limits: limits)
+        case .limited(let decision):
+            return limited(decision, limits: limits)
+        case .superseded:
+            return HTTPProblem(.conflict, "superseded", detail: "a newer request for this key replaced this one").answer
+        case .cancelled(.shutdown):
+            return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server shut down before this request finished").answer
+        case .cancelled:
+            return HTTPProblem(.conflict, "cancelled", detail: "this request was cancelled before it finished").answer
+        case .mismatch:
+            return HTTPProblem(
+                .unprocessableContent, "mismatch",
+                detail: "this Idempotency-Key was used with another request body").answer
+        case .conflict:
+            var answer = HTTPProblem(
+                .conflict, "conflict", detail: "a request with this Idempotency-Key is still being processed").answer
+            answer.fields[.retryAfter] = "1"
+            return answer
+        case .busy:
+            var answer = HTTPProblem(.serviceUnavailable, "busy", detail: "the server has no room for this request now").answer
+            answer.fields[.retryAfter] = "1"
+            return answer
+        case .failed:
+            return HTTPProblem(.internalServerError, "internal", detail: "the request's effect failed").answer
+        case .shuttingDown:
+            return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server is shutting down").answer
+        }
+    }
+
+    /// 429 for a throttled request: `Retry-After` and, with `limits`, `RateLimit-Policy` and
+    /// `RateLimit` (`r=0`, `t` = the retry delay).
+    public static func throttled(retryAfter: Duration, limits: RateLimitFields?) -> HTTPAnswer {
+        var answer = HTTPProblem(.tooManyRequests, "throttled", detail: "this key was used less than a window ago").answer
+        let seconds = max(1, RateLimitFields.wholeSeconds(retryAfter))
+        answer.fields[.retryAfter] = String(seconds)
+        if let limits {
+            answer.fields[.rateLimitPolicy] = limits.policyValue
+            answer.fields[.rateLimit] = limits.limitValue(remaining: 0, reset: .seconds(seconds))
+        }
+        return answer
+    }
+
+    /// 429 for a request a rate limit refused: `Retry-After` (when it would fit) and, with
+    /// `limits`, the fields (`r=0`: what remains is less than the request's cost).
+    public static func limited(_ decision: RateLimitDecision, limits: RateLimitFields?) -> HTTPAnswer {
+        var answer = HTTPProblem(.tooManyRequests, "limited", detail: "this key's rate limit is spent for now").answer
+        if let retryAfter = decision.retryAfter {
+            answer.fields[.retryAfter] = String(max(1, RateLimitFields.wholeSeconds(retryAfter)))
+        }
+        limits?.add(to: &answer.fields, remaining: 0, reset: decision.resetAfter)
+        return answer
+    }
+
+    /// Marks an answer replayed from an idempotency record (or shared by a duplicate that joined
+    /// the running first request): `Idempotent-Replayed: true`.
+    public static func markReplayed(_ answer: inout HTTPAnswer, _ info: RunInfo) {
+        if info.source != .executed { answer.fields[.idempotentReplayed] = "true" }
+    }
+}
