@@ -9,7 +9,7 @@ import SluiceCore
 /// | outcome | status |
 /// | --- | --- |
 /// | throttled, limited | 429 with `Retry-After` (whole seconds, rounded up) and the rate-limit fields |
-/// | superseded, cancelled | 409 (503 when cancelled by a shutdown) |
+/// | superseded, cancelled | 409 `superseded` (also when a newer request replaced a running one), `cancelled`, or 503 when cancelled by a shutdown |
 /// | mismatch | 422 |
 /// | conflict | 409 |
 /// | busy | 503 with `Retry-After: 1` |
@@ -28,7 +28,9 @@ public enum HTTPOutcomeMapping {
             return throttled(retryAfter: retryAfter, limits: limits)
         case .limited(let decision):
             return limited(decision, limits: limits)
-        case .superseded:
+        case .superseded, .cancelled(.replaced):
+            // Replaced while waiting (debounce) or while running (switch-latest): either way a
+            // newer request for the key took its place.
             return HTTPProblem(.conflict, "superseded", detail: "a newer request for this key replaced this one").answer
         case .cancelled(.shutdown):
             return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server shut down before this request finished").answer

@@ -48,11 +48,12 @@ public struct HTTPRoutes: Sendable {
         var allowed: [String] = []
         for route in routes {
             let rest: Substring
+            // Byte comparisons: a path is ASCII, and Character comparison costs far more.
+            guard path.utf8.starts(with: route.path.utf8) else { continue }
             if route.isPrefix {
-                guard path.hasPrefix(route.path) else { continue }
-                rest = path.dropFirst(route.path.count)
+                rest = path[path.utf8.index(path.startIndex, offsetBy: route.path.utf8.count)...]
             } else {
-                guard path == route.path else { continue }
+                guard path.utf8.count == route.path.utf8.count else { continue }
                 rest = ""
             }
             if route.method == method { return (route, rest, []) }

@@ -107,16 +107,13 @@ public final class HTTPSession: HTTPConnectionHandler, @unchecked Sendable {
     /// Writes `answer` to `request`: its status, fields and body. An answer while the gate is
     /// shutting down also closes the connection (its client should go elsewhere).
     @usableFromInline func answer(_ request: HTTPServerRequest, _ answer: HTTPAnswer) {
-        var fields: [(name: String, value: String)] = []
-        fields.reserveCapacity(answer.fields.count)
-        for field in answer.fields {
-            fields.append((field.name.rawName, field.value))
-        }
         let closing = !gate.isAcceptingRequests
-        answer.body.withUnsafeBytes {
+        answer.body.withUnsafeBytes { body in
             request.respond(
-                status: answer.status.code, reason: answer.status.reasonPhrase, fields: fields, body: $0,
-                closeConnection: closing)
+                status: answer.status.code, reason: answer.status.reasonPhrase, body: body, closeConnection: closing
+            ) { add in
+                for field in answer.fields { add(field.name.rawName, field.value) }
+            }
         }
     }
 

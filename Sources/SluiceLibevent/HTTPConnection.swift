@@ -55,7 +55,12 @@ public final class HTTPConnection: @unchecked Sendable {
     private weak var listener: HTTPListener?
     var handler: (any HTTPConnectionHandler)?
     private var phase = Phase.idle
-    private var deadline: LoopTimer?
+    /// When the current head or body must be complete, if it is being read.
+    private var deadlineAt: Instant?
+    /// The one timer of the connection, armed at most once per timeout period: a new deadline
+    /// later than the armed one leaves it; when it fires before the deadline it re-arms for the
+    /// rest. A request so costs no timer operation of its own.
+    private var deadlineTimer: LoopTimer?
     private var current: HTTPServerRequest?
     private var inputCallback: OpaquePointer?
     private var counted = false
@@ -91,7 +96,7 @@ public final class HTTPConnection: @unchecked Sendable {
     // MARK: - Requests
 
     func received(_ request: OpaquePointer) {
-        cancelDeadline()
+        deadlineAt = nil
         phase = .handling
         let wrapped = HTTPServerRequest(connection: self, request: request)
         current = wrapped
@@ -104,7 +109,22 @@ public final class HTTPConnection: @unchecked Sendable {
 
     func answered(_ request: HTTPServerRequest) {
         if current === request { current = nil }
-        if case .handling = phase { phase = .idle }
+        if case .handling = phase {
+            phase = .idle
+            watchInput(true)
+        }
+    }
+
+    /// Turns the input watch on (between requests and while a head arrives) or off (while
+    /// `evhttp` reads a body and while a request is handled: its many drains need no look).
+    private func watchInput(_ on: Bool) {
+        guard let inputCallback else { return }
+        let input = bufferevent_get_input(bufferevent)
+        if on {
+            evbuffer_cb_set_flags(input, inputCallback, UInt32(EVBUFFER_CB_ENABLED))
+        } else {
+            evbuffer_cb_clear_flags(input, inputCallback, UInt32(EVBUFFER_CB_ENABLED))
+        }
     }
 
     // MARK: - Watching the input
@@ -131,28 +151,36 @@ public final class HTTPConnection: @unchecked Sendable {
         let total = evbuffer_get_length(buffer)
         var start = evbuffer_ptr()
         guard evbuffer_ptr_set(buffer, &start, total - added, EVBUFFER_PTR_SET) == 0 else { return }
-        let chunks = Int(evbuffer_peek(buffer, added, &start, nil, 0))
-        var vectors = [iovec](repeating: iovec(), count: max(chunks, 1))
-        let filled = Int(evbuffer_peek(buffer, added, &start, &vectors, Int32(vectors.count)))
-        var remaining = added
         var ended = false
-        scan: for vector in vectors.prefix(filled) {
-            guard let base = vector.iov_base else { continue }
-            let chunk = UnsafeRawBufferPointer(start: base, count: min(vector.iov_len, remaining))
-            remaining -= chunk.count
-            for byte in chunk {
-                bytes += 1
-                if byte == 0x0A {
-                    if lineLength == 0 && sawLine {
-                        ended = true
-                        break scan
+        // The new bytes, a few chunks at a time, without allocating.
+        var remaining = added
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vectors in
+            while remaining > 0, !ended, bytes <= limit {
+                let filled = min(Int(evbuffer_peek(buffer, remaining, &start, vectors.baseAddress, 8)), 8)
+                guard filled > 0 else { return }
+                scan: for vector in vectors.prefix(filled) {
+                    guard let base = vector.iov_base else { continue }
+                    let chunk = UnsafeRawBufferPointer(start: base, count: min(vector.iov_len, remaining))
+                    remaining -= chunk.count
+                    for byte in chunk {
+                        bytes += 1
+                        if byte == 0x0A {
+                            if lineLength == 0 && sawLine {
+                                ended = true
+                                break scan
+                            }
+                            sawLine = sawLine || lineLength > 0
+                            lineLength = 0
+                        } else if byte != 0x0D {
+                            lineLength += 1
+                        }
+                        if bytes > limit { break scan }
                     }
-                    sawLine = sawLine || lineLength > 0
-                    lineLength = 0
-                } else if byte != 0x0D {
-                    lineLength += 1
                 }
-                if bytes > limit { break scan }
+                if remaining > 0, !ended, bytes <= limit {
+                    // More chunks than one peek returns: move past what was scanned.
+                    guard evbuffer_ptr_set(buffer, &start, total - remaining, EVBUFFER_PTR_SET) == 0 else { return }
+                }
             }
         }
         if bytes > limit {
@@ -160,6 +188,7 @@ public final class HTTPConnection: @unchecked Sendable {
                    detail: "the request head is larger than \(limit) bytes")
         } else if ended {
             phase = .body
+            watchInput(false)
             arm(after: listener?.configuration.bodyTimeout ?? .seconds(30))
         } else {
             phase = .head(bytes: bytes, lineLength: lineLength, sawLine: sawLine)
@@ -167,19 +196,33 @@ public final class HTTPConnection: @unchecked Sendable {
     }
 
     private func arm(after delay: Duration) {
-        deadline?.cancel()
-        deadline = loop.schedule(after: delay) { [weak self] in
-            self?.deadlinePassed()
+        let deadline = loop.now + delay
+        deadlineAt = deadline
+        if let armed = deadlineTimer, armed.deadline <= deadline { return }
+        armTimer(at: deadline)
+    }
+
+    private func armTimer(at deadline: Instant) {
+        deadlineTimer?.cancel()
+        deadlineTimer = loop.schedule(at: deadline) { [weak self] in
+            self?.timerFired()
         }
     }
 
     private func cancelDeadline() {
-        deadline?.cancel()
-        deadline = nil
+        deadlineAt = nil
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
     }
 
-    private func deadlinePassed() {
-        deadline = nil
+    private func timerFired() {
+        deadlineTimer = nil
+        guard let deadlineAt else { return }
+        if loop.now < deadlineAt {
+            armTimer(at: deadlineAt)
+            return
+        }
+        self.deadlineAt = nil
         switch phase {
         case .head:
             refuse(status: 408, reason: "Request Timeout", slug: "request-timeout", detail: "the request head did not arrive in time")

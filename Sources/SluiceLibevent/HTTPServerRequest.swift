@@ -27,12 +27,12 @@ public final class HTTPServerRequest: @unchecked Sendable {
 
     /// The target's path (before any `?`), not decoded.
     public var path: Substring {
-        target.firstIndex(of: "?").map { target[..<$0] } ?? target[...]
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
     }
 
     /// The target's query (after the first `?`), not decoded; `nil` without one.
     public var query: Substring? {
-        target.firstIndex(of: "?").map { target[target.index(after: $0)...] }
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[target.utf8.index(after: $0)...] }
     }
 
     /// Whether it has been answered (or can no longer be: its connection closed).
@@ -89,13 +89,22 @@ public final class HTTPServerRequest: @unchecked Sendable {
         status: Int, reason: String, fields: [(name: String, value: String)], body: UnsafeRawBufferPointer,
         closeConnection: Bool = false
     ) {
+        respond(status: status, reason: reason, body: body, closeConnection: closeConnection) { add in
+            for field in fields { add(field.name, field.value) }
+        }
+    }
+
+    /// ``respond(status:reason:fields:body:closeConnection:)`` with the header fields written
+    /// by `writeFields`, which calls `add` once per field (no array in between).
+    public func respond(
+        status: Int, reason: String, body: UnsafeRawBufferPointer, closeConnection: Bool = false,
+        fields writeFields: (_ add: (_ name: String, _ value: String) -> Void) -> Void
+    ) {
         connection.loop.assertInEventLoop()
         guard let request else { return }
         self.request = nil
         let headers = evhttp_request_get_output_headers(request)
-        for field in fields {
-            _ = evhttp_add_header(headers, field.name, field.value)
-        }
+        writeFields { name, value in _ = evhttp_add_header(headers, name, value) }
         if closeConnection { _ = evhttp_add_header(headers, "Connection", "close") }
         if body.count > 0, let output = evhttp_request_get_output_buffer(request), let base = body.baseAddress {
             evbuffer_add(output, base, body.count)

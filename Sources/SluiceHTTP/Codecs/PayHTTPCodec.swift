@@ -33,9 +33,28 @@ public struct PayHTTPCodec: HTTPCodec {
         self.concurrent = concurrent
     }
 
+    /// The JSON body, read member by member so that each bad member gets its own problem.
     private struct Body: Decodable {
+        enum Member: String, CodingKey {
+            case key
+            case amount
+        }
+
+        /// Which member was bad.
+        struct BadMember: Error {
+            let member: Member
+        }
+
         let key: String
         let amount: Int
+
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: Member.self)
+            guard let key = try? object.decode(String.self, forKey: .key) else { throw BadMember(member: .key) }
+            guard let amount = try? object.decode(Int.self, forKey: .amount) else { throw BadMember(member: .amount) }
+            self.key = key
+            self.amount = amount
+        }
     }
 
     public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> PaymentPlugin.Payment {
@@ -47,16 +66,10 @@ public struct PayHTTPCodec: HTTPCodec {
         let body: Body
         do {
             body = try request.withBody { bytes in try JSONDecoder().decode(Body.self, from: Data(bytes)) }
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw Self.fieldProblem(key.stringValue)
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
-        } catch let DecodingError.valueNotFound(_, context) {
-            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
-        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
-            throw Self.fieldProblem(context.codingPath.first?.stringValue ?? "")
+        } catch let bad as Body.BadMember {
+            throw Self.fieldProblem(bad.member.rawValue)
         } catch {
-            throw HTTPProblem(.badRequest, "bad-json", detail: #"the body must be a JSON object {"key": "...", "amount": <integer>}"#)
+            throw Self.fieldProblem("")
         }
         let key = try HTTPPathKey.checkKey(body.key)
         guard PaymentPlugin.isValidAmount(body.amount) else { throw Self.fieldProblem("amount") }

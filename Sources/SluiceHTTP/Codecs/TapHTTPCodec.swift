@@ -12,7 +12,10 @@ public struct TapHTTPCodec: HTTPCodec {
     public let path = "/tap/"
     /// The throttle's rate-limit fields.
     public let limits: RateLimitFields
-    private let ranLimitValue: String
+    /// The header fields of a tap that ran, made once.
+    private let ranFields: HTTPFields
+    /// The 429 answers for a retry of 1, 2, … seconds (up to a minute), made once.
+    private let throttledAnswers: [HTTPAnswer]
 
     /// The codec for `plugin`'s requests.
     public init(_ plugin: ButtonTapPlugin) {
@@ -22,9 +25,17 @@ public struct TapHTTPCodec: HTTPCodec {
         } else {
             window = .seconds(1)
         }
-        limits = .throttle(name: "tap", window: window)
+        let limits = RateLimitFields.throttle(name: "tap", window: window)
+        self.limits = limits
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json"
+        fields[.rateLimitPolicy] = limits.policyValue
         // A tap that ran leaves nothing for a window.
-        ranLimitValue = limits.limitValue(remaining: 0, reset: .seconds(limits.windowSeconds))
+        fields[.rateLimit] = limits.limitValue(remaining: 0, reset: .seconds(limits.windowSeconds))
+        ranFields = fields
+        throttledAnswers = (1...min(limits.windowSeconds, 60)).map {
+            HTTPOutcomeMapping.throttled(retryAfter: .seconds($0), limits: limits)
+        }
     }
 
     public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> String {
@@ -32,12 +43,17 @@ public struct TapHTTPCodec: HTTPCodec {
     }
 
     public func encode(_ outcome: GateOutcome<Int>, for input: Plugin.Input) -> HTTPAnswer {
-        guard case .ran(let taps, _) = outcome else { return HTTPOutcomeMapping.answer(for: outcome, limits: limits) }
-        var json = JSONText()
-        json.member("tap", taps)
-        var answer = HTTPAnswer.json(.ok, json.finished())
-        answer.fields[.rateLimitPolicy] = limits.policyValue
-        answer.fields[.rateLimit] = ranLimitValue
-        return answer
+        switch outcome {
+        case .ran(let taps, _):
+            var json = JSONText()
+            json.member("tap", taps)
+            return HTTPAnswer(status: .ok, fields: ranFields, body: json.finished())
+        case .throttled(let retryAfter):
+            let seconds = max(1, RateLimitFields.wholeSeconds(retryAfter))
+            if seconds <= throttledAnswers.count { return throttledAnswers[seconds - 1] }
+            return HTTPOutcomeMapping.throttled(retryAfter: retryAfter, limits: limits)
+        default:
+            return HTTPOutcomeMapping.answer(for: outcome, limits: limits)
+        }
     }
 }
