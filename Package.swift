@@ -138,6 +138,7 @@ let package = Package(
         .target(
             name: "SluiceLoadCore",
             dependencies: [
+                "CLibevent",
                 "SluiceCore",
                 "SluiceLibevent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -178,6 +179,7 @@ let package = Package(
                 "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]
         ),
         .testTarget(

@@ -206,8 +206,11 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
 
         #expect(ran.load(ordering: .relaxed) == 1_000)
         #expect(loop.isShutDown)
-        // The thread has been joined: the kernel no longer lists it in this process.
-        #expect(!FileManager.default.fileExists(atPath: "/proc/self/task/\(loopThread)"))
+        // The thread has been joined: the kernel no longer lists it in this process. Its id may
+        // already belong to another test's new thread (ids are reused at once), so a thread
+        // listed under it must at least not be the loop's (threads are named after their loop).
+        let comm = (try? String(contentsOfFile: "/proc/self/task/\(loopThread)/comm", encoding: .utf8)) ?? ""
+        #expect(comm.trimmingCharacters(in: .whitespacesAndNewlines) != "shutdown")
         // Later work is refused, not silently dropped.
         #expect(!loop.executeIfRunning {})
         // A second shutdown is harmless.

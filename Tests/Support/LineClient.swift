@@ -17,6 +17,10 @@ public final class LineClient: @unchecked Sendable {
     // reading on another.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     private let socket: Int32
@@ -99,6 +103,33 @@ public final class LineClient: @unchecked Sendable {
             }
             return lines
         }
+    }
+
+    /// Reads exactly `count` bytes (after any line already buffered).
+    public func readExactly(_ count: Int) async throws -> [UInt8] {
+        try await offThread { try self.readExactlyBlocking(count) }
+    }
+
+    /// Reads one line (CR LF or LF ended, the end not included) on the calling thread.
+    public func readLineBlockingWithoutCR() throws -> String {
+        var line = try readLineBlocking()
+        if line.hasSuffix("\r") { line.removeLast() }
+        return line
+    }
+
+    /// Reads exactly `count` bytes on the calling thread.
+    public func readExactlyBlocking(_ count: Int) throws -> [UInt8] {
+        while buffer.count < count {
+            guard try fill() else { throw Failure(description: "end of stream before \(count) bytes") }
+        }
+        let bytes = Array(buffer[..<count])
+        buffer.removeSubrange(..<count)
+        return bytes
+    }
+
+    /// Runs `read` (blocking reads of this client) on a thread of its own.
+    public func readOffThread<Result: Sendable>(_ read: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await offThread(read)
     }
 
     /// Whether the server closed the connection (reads until end of stream or timeout).
