@@ -1,5 +1,7 @@
 /// The facts a run's correctness checks look at, gathered over every connection.
 public struct LoadOutcome: Sendable, Hashable, Codable {
+    /// Whether the run spoke HTTP (`--http`); the checks are named for its statuses then.
+    public var http = false
     /// Requests sent.
     public var sent = 0
     /// Replies matched to a request in flight.
@@ -10,26 +12,41 @@ public struct LoadOutcome: Sendable, Hashable, Codable {
     public var missingReplies = 0
     /// `- ERR …` lines (replies to lines without a readable id).
     public var connectionErrors = 0
-    /// `<id> ERR …` replies, `ERR busy` aside.
+    /// `<id> ERR …` replies, `ERR busy` aside (HTTP: 4xx and 5xx statuses the route does not
+    /// answer legitimately).
     public var errorReplies = 0
-    /// `<id> ERR busy` replies: a refusal the protocol allows (a table or a quota is full, as a
-    /// hot account's payments meet their per-key quota); nothing ran for them.
+    /// `<id> ERR busy` replies (HTTP: `503 busy`): a refusal the protocol allows (a table or a
+    /// quota is full, as a hot account's payments meet their per-key quota); nothing ran for
+    /// them.
     public var busyReplies = 0
-    /// Replies with a status the protocol does not allow for their verb (other than ERR).
+    /// Replies with a status the protocol does not allow for their verb (other than ERR); HTTP:
+    /// also malformed responses and refusals without their problem type.
     public var unexpectedReplies = 0
     /// Replies whose content contradicts their request (ECHO text, SEARCH query, raw echo line).
     public var badReplies = 0
-    /// Connections the server closed (or that failed) before the run ended.
+    /// Connections the server closed (or that failed) before the run ended. HTTP: connections
+    /// lost with requests outstanding, or that could not reconnect (a close announced by
+    /// `Connection: close`, or of an idle connection, is not one).
     public var connectionsClosedEarly = 0
+    /// HTTP: new connections opened after the server closed one (`Connection: close`, or an idle
+    /// connection closed).
+    public var reconnects = 0
+    /// HTTP: responses per status code.
+    public var httpStatuses: [String: Int] = [:]
     /// PAY requests sent (fresh and duplicates).
     public var paySent = 0
     /// (key, idem) pairs sent for the first time.
     public var uniquePairs = 0
-    /// Pairs that got at least one OK reply (a charge id): the charges `STATS` must show.
+    /// Pairs that got at least one OK reply (HTTP: 201, a charge id): the charges `STATS`
+    /// (HTTP: `sluice_payments_total`) must show.
     public var chargedPairs = 0
-    /// Pairs whose OK replies named two different charge ids.
+    /// Pairs answered DECLINED (HTTP: 402): the declines `STATS` (HTTP:
+    /// `sluice_declines_total`) must show. None, as the amounts sent never decline.
+    public var declinedPairs = 0
+    /// Pairs whose replies named two different charge ids, or both a charge and a decline.
     public var conflictingPairs = 0
-    /// `STATS` before and after the run (protocol mode, when the server answers it).
+    /// `STATS` (HTTP: `GET /metrics`) before and after the run (protocol mode, when the server
+    /// answers it).
     public var statsBefore: ServerStats?
     public var statsAfter: ServerStats?
 
@@ -50,8 +67,9 @@ public struct CheckResult: Sendable, Hashable, Codable {
 }
 
 /// The correctness checks of a load run: every request got exactly one reply, PAY charges (from
-/// `STATS`) equal the unique (key, idem) pairs sent, no unexpected `ERR`; plus replies that
-/// match their requests, only statuses the protocol allows, and connections that stayed open.
+/// `STATS`, or `GET /metrics` over HTTP) equal the (key, idem) pairs answered with a charge, no
+/// unexpected `ERR` (HTTP: error status); plus replies that match their requests, only statuses
+/// the protocol allows, and connections that stayed open.
 public enum CorrectnessChecks {
     /// Evaluates every check that applies to `outcome`.
     public static func evaluate(_ outcome: LoadOutcome) -> [CheckResult] {
@@ -64,10 +82,17 @@ public enum CorrectnessChecks {
                 detail: "sent=\(outcome.sent) replied=\(outcome.replies) missing=\(outcome.missingReplies) unmatched=\(outcome.unmatchedReplies)"
             ))
 
-        results.append(
-            CheckResult(
-                name: "no unexpected ERR", passed: outcome.errorReplies == 0 && outcome.connectionErrors == 0,
-                detail: "ERR replies=\(outcome.errorReplies) '- ERR' lines=\(outcome.connectionErrors)"))
+        if outcome.http {
+            results.append(
+                CheckResult(
+                    name: "no unexpected error status", passed: outcome.errorReplies == 0,
+                    detail: "4xx/5xx other than the refusals=\(outcome.errorReplies) 503 busy=\(outcome.busyReplies)"))
+        } else {
+            results.append(
+                CheckResult(
+                    name: "no unexpected ERR", passed: outcome.errorReplies == 0 && outcome.connectionErrors == 0,
+                    detail: "ERR replies=\(outcome.errorReplies) '- ERR' lines=\(outcome.connectionErrors)"))
+        }
 
         results.append(
             CheckResult(
@@ -79,10 +104,17 @@ public enum CorrectnessChecks {
                 name: "replies match their requests", passed: outcome.badReplies == 0,
                 detail: "mismatched=\(outcome.badReplies)"))
 
-        results.append(
-            CheckResult(
-                name: "connections stayed open", passed: outcome.connectionsClosedEarly == 0,
-                detail: "closed early=\(outcome.connectionsClosedEarly)"))
+        if outcome.http {
+            results.append(
+                CheckResult(
+                    name: "no connection lost with requests outstanding", passed: outcome.connectionsClosedEarly == 0,
+                    detail: "lost=\(outcome.connectionsClosedEarly) reconnects=\(outcome.reconnects)"))
+        } else {
+            results.append(
+                CheckResult(
+                    name: "connections stayed open", passed: outcome.connectionsClosedEarly == 0,
+                    detail: "closed early=\(outcome.connectionsClosedEarly)"))
+        }
 
         if outcome.paySent > 0 {
             results.append(paymentCheck(outcome))
@@ -96,16 +128,33 @@ public enum CorrectnessChecks {
     }
 
     private static func paymentCheck(_ outcome: LoadOutcome) -> CheckResult {
-        let name = "PAY charges (STATS) = (key, idem) pairs answered OK"
-        guard let before = outcome.statsBefore?.payments, let after = outcome.statsAfter?.payments else {
-            return CheckResult(name: name, passed: false, detail: "the server did not report payments= in STATS")
+        let name = outcome.http
+            ? "PAY charges (/metrics) = (key, Idempotency-Key) pairs answered 201"
+            : "PAY charges (STATS) = (key, idem) pairs answered OK"
+        guard let before = outcome.statsBefore, let after = outcome.statsAfter else {
+            let source = outcome.http ? "GET /metrics did not answer 200" : "the server did not answer STATS"
+            return CheckResult(name: name, passed: false, detail: "\(source) \(outcome.statsBefore == nil ? "before" : "after") the run")
         }
-        let charged = after - before
-        let declined = (outcome.statsAfter?.declines ?? 0) - (outcome.statsBefore?.declines ?? 0)
-        let passed = charged == outcome.chargedPairs && declined == 0 && outcome.conflictingPairs == 0
+        var notes = ""
+        let charged: Int
+        if outcome.http {
+            // A counter nothing has incremented yet may be missing from a metrics page.
+            if before.payments == nil || after.payments == nil {
+                notes = " (sluice_payments_total missing \(before.payments == nil ? "before" : "after") the run: read as 0)"
+            }
+            charged = (after.payments ?? 0) - (before.payments ?? 0)
+        } else {
+            guard let beforePayments = before.payments, let afterPayments = after.payments else {
+                return CheckResult(name: name, passed: false, detail: "the server did not report payments= in STATS")
+            }
+            charged = afterPayments - beforePayments
+        }
+        let declined = (after.declines ?? 0) - (before.declines ?? 0)
+        let passed = charged == outcome.chargedPairs && declined == outcome.declinedPairs && outcome.conflictingPairs == 0
+        let answered = outcome.http ? "pairs answered 201" : "pairs answered OK"
         return CheckResult(
             name: name, passed: passed,
-            detail: "charges=\(charged) pairs answered OK=\(outcome.chargedPairs) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs with two charge ids=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)"
+            detail: "charges=\(charged) \(answered)=\(outcome.chargedPairs) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs declined=\(outcome.declinedPairs) pairs with two answers=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)\(notes)"
         )
     }
 }

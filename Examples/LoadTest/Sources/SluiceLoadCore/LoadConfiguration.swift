@@ -17,10 +17,17 @@ public struct LoadConfiguration: Sendable, Hashable {
     }
 
     public var host: String = "127.0.0.1"
+    /// The server's port: the line protocol's, or the HTTP front's with ``http``.
     public var port: Int = 7070
+    /// HTTP mode: the mix over HTTP/1.1 keep-alive connections to `sluice-echo`'s HTTP front
+    /// (`POST /echo`, `POST /tap/<key>`, `POST /pay`, `GET /search/<key>?q=`), responses
+    /// matched in order, the payment check against `GET /metrics`.
+    public var http: Bool = false
     /// Connections, spread round-robin over ``loops`` client loops.
     public var connections: Int = 16
-    /// Requests in flight per connection (closed loop). Ignored with ``rate``.
+    /// Requests in flight per connection (closed loop). Ignored with ``rate`` in line mode. In
+    /// HTTP mode the most requests on one connection's wire at once, closed or open loop: 1 is
+    /// one request at a time, more pipelines (responses come back in order).
     public var depth: Int = 8
     public var limit: Limit = .duration(.seconds(10))
     public var mix: RequestMix = .standard
@@ -69,6 +76,9 @@ public struct LoadConfiguration: Sendable, Hashable {
         if loops < 1 { throw LoadError("--loops must be at least 1", input: "\(loops)") }
         if case .requests(let count) = limit, count < 1 {
             throw LoadError("--requests must be at least 1", input: "\(count)")
+        }
+        if http && drivesEchoBaseline {
+            throw LoadError("--http drives sluice-echo's HTTP front; it excludes --raw-echo and --verbatim-echo", input: "--http")
         }
         if verbatimEcho && rawEcho {
             throw LoadError("--verbatim-echo and --raw-echo exclude each other", input: "--raw-echo")

@@ -13,7 +13,7 @@ import Darwin
 
 /// One load connection: sends requests, matches replies by id (or in order, raw echo),
 /// records latency and checks every reply. All methods run on its loop's thread.
-final class LoadConnection: TCPConnectionHandler {
+final class LoadConnection: TCPConnectionHandler, LoadClient {
     /// A request waiting for its reply.
     struct InFlight {
         var verb: Verb
@@ -97,13 +97,12 @@ final class LoadConnection: TCPConnectionHandler {
             line.append(0x20)
             appendKey(shared.sampler.next(using: &state.random))
         case .pay:
-            let payment = nextPayment()
+            let payment = state.nextPayment(connection: index)
             tag = payment.pair
             line.append(0x20)
             appendKey(payment.key)
             line.append(0x20)
-            line.append(contentsOf: shared.nonce.utf8)
-            line.append(UInt8(ascii: "-"))
+            line.append(contentsOf: shared.idemPrefix)
             line.appendDecimal(payment.pair)
             line.append(0x20)
             line.appendDecimal(PaymentRecord.amount(ofPair: payment.pair))
@@ -122,28 +121,8 @@ final class LoadConnection: TCPConnectionHandler {
         return true
     }
 
-    /// A fresh payment, or (with probability `--dup-ratio`) a recent one of another connection.
-    private func nextPayment() -> PaymentRecord {
-        let ratio = shared.configuration.dupRatio
-        if ratio > 0, Double.random(in: 0..<1, using: &state.random) < ratio,
-            let duplicate = shared.duplicate(excludingConnection: index, draw: state.random.next())
-        {
-            state.ledger.recordSent(duplicate: true)
-            return duplicate
-        }
-        let payment = PaymentRecord(
-            pair: shared.nextPair(), key: shared.sampler.next(using: &state.random), connection: index)
-        state.ledger.recordSent(duplicate: false)
-        if ratio > 0 { shared.publish(payment) }
-        return payment
-    }
-
     private func appendKey(_ key: UInt64) {
-        line.append(UInt8(ascii: "k"))
-        if case .unique = shared.configuration.keyDistribution {
-            line.append(contentsOf: shared.nonce.utf8)
-            line.append(UInt8(ascii: "-"))
-        }
+        line.append(contentsOf: shared.keyPrefix)
         line.appendDecimal(key)
     }
 
@@ -244,6 +223,9 @@ final class LoadConnection: TCPConnectionHandler {
         case (.pay, .ok), (.pay, .okReplayed):
             guard let charge = fields.field("charge"), !charge.isEmpty else { return false }
             state.ledger.recordCharge(pair: request.tag, chargeID: String(decoding: charge, as: UTF8.self))
+            return true
+        case (.pay, .declined), (.pay, .declinedReplayed):
+            state.ledger.recordDecline(pair: request.tag)
             return true
         case (.tap, .ok):
             return fields.field("tap") != nil

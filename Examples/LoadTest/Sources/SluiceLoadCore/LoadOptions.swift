@@ -6,14 +6,21 @@ public struct LoadOptions: ParsableArguments {
     @Option(help: "Server address (an IP literal or localhost).")
     public var host = "127.0.0.1"
 
-    @Option(help: "Server port.")
-    public var port = 7070
+    @Option(help: "Server port (default 7070; 8080, the HTTP front's, with --http).")
+    public var port: Int?
+
+    @Flag(help: ArgumentHelp(
+        "Drive sluice-echo's HTTP front: the same mix and checks over HTTP/1.1 keep-alive connections.",
+        discussion: "ECHO is POST /echo, TAP POST /tap/<key>, PAY POST /pay (Idempotency-Key, JSON body), SEARCH GET /search/<key>?q=<query>. 2xx and the refusals (429, 409, 402, 503 busy) are counted by kind; any other 4xx/5xx, a malformed response or a connection lost with requests outstanding fails the run. The payment check reads sluice_payments_total and sluice_declines_total from GET /metrics."))
+    public var http = false
 
     @Option(help: "TCP connections to open.")
     public var connections = 16
 
-    @Option(help: "Requests in flight per connection (closed loop; ignored with --rate).")
-    public var depth = 8
+    @Option(help: ArgumentHelp(
+        "Requests in flight per connection (default 8; 1 with --http).",
+        discussion: "Line protocol: closed loop only, ignored with --rate. HTTP: the most requests on one connection's wire, closed or open loop; above 1 they are pipelined and the responses matched in order."))
+    public var depth: Int?
 
     @Option(help: "How long to send, e.g. 10s, 500ms, 1m (default 10s unless --requests is given).")
     public var duration: String?
@@ -69,9 +76,10 @@ public struct LoadOptions: ParsableArguments {
     public func configuration() throws(LoadError) -> LoadConfiguration {
         var configuration = LoadConfiguration()
         configuration.host = host
-        configuration.port = port
+        configuration.http = http
+        configuration.port = port ?? (http ? 8080 : 7070)
         configuration.connections = connections
-        configuration.depth = depth
+        configuration.depth = depth ?? (http ? 1 : 8)
         switch (duration, requests) {
         case (.some, .some):
             throw LoadError("give --duration or --requests, not both", input: "")

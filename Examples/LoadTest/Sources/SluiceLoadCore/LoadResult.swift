@@ -43,7 +43,12 @@ public struct LoadResult: Sendable {
     public var report: String {
         var out = ""
         let c = configuration
-        let mode = c.rate.map { "open loop at \(format($0)) req/s" } ?? "closed loop, depth \(c.depth)"
+        var mode = c.rate.map { "open loop at \(format($0)) req/s" } ?? "closed loop, depth \(c.depth)"
+        if c.http {
+            mode = "HTTP/1.1 keep-alive, " + mode
+            if c.rate != nil { mode += ", depth \(c.depth)" }
+            if c.depth > 1 { mode += " (pipelined)" }
+        }
         out += "sluice-load \(c.host):\(c.port)  \(c.connections) connections, \(mode), \(c.limit)"
         out += c.rawEcho ? ", raw echo (\(c.lineBytes)-byte lines)\n"
             : c.verbatimEcho ? ", ECHO to a verbatim echo server (\(c.echoBytes)-byte text)\n\n" : ", mix \(c.mix), \(c.keys) keys \(c.keyDistribution), dup-ratio \(c.dupRatio)\n\n"
@@ -61,6 +66,11 @@ public struct LoadResult: Sendable {
         out += "latency µs: p50=\(format(overall.p50)) p90=\(format(overall.p90)) p99=\(format(overall.p99)) p99.9=\(format(overall.p999)) max=\(format(overall.max))\n"
         if outcome.paySent > 0 {
             out += "payments: \(ledger.uniquePairsSent) unique pairs, \(ledger.duplicatesSent) duplicates sent\n"
+        }
+        if c.http {
+            let statuses = outcome.httpStatuses.sorted { (Int($0.key) ?? 0) < (Int($1.key) ?? 0) }
+            out += "HTTP statuses: " + (statuses.isEmpty ? "none" : statuses.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            out += "  reconnects=\(outcome.reconnects)\n"
         }
         out += "\nchecks:\n"
         for check in checks {
@@ -109,11 +119,13 @@ public struct LoadResult: Sendable {
         return LoadSummary(
             host: c.host, port: c.port, connections: c.connections, depth: c.depth, durationSeconds: durationSeconds,
             requests: requests, mix: c.mix.description, keys: c.keys, keyDistribution: c.keyDistribution.description,
-            dupRatio: c.dupRatio, rate: c.rate, rawEcho: c.rawEcho, verbatimEcho: c.verbatimEcho, loops: c.loops,
+            dupRatio: c.dupRatio, rate: c.rate, rawEcho: c.rawEcho, verbatimEcho: c.verbatimEcho, http: c.http, loops: c.loops,
             elapsedSeconds: Double(elapsed.nanosecondsClamped) / 1e9, sent: stats.totalSent, replies: stats.totalReplies,
             throughput: throughput, latencyMicroseconds: LatencySummary(stats.overall), perVerb: perVerb,
             uniquePayPairs: ledger.uniquePairsSent, duplicatePaysSent: ledger.duplicatesSent,
-            statsBefore: outcome.statsBefore, statsAfter: outcome.statsAfter, checks: checks, passed: passed)
+            statsBefore: outcome.statsBefore, statsAfter: outcome.statsAfter,
+            httpStatuses: c.http ? outcome.httpStatuses : nil, reconnects: c.http ? outcome.reconnects : nil,
+            checks: checks, passed: passed)
     }
 
     /// The result as pretty-printed JSON.
@@ -146,6 +158,8 @@ public struct LoadSummary: Sendable, Codable, Hashable {
     public var rate: Double?
     public var rawEcho: Bool
     public var verbatimEcho: Bool
+    /// Whether the run spoke HTTP (`--http`).
+    public var http: Bool
     public var loops: Int
     public var elapsedSeconds: Double
     public var sent: Int
@@ -157,6 +171,10 @@ public struct LoadSummary: Sendable, Codable, Hashable {
     public var duplicatePaysSent: Int
     public var statsBefore: ServerStats?
     public var statsAfter: ServerStats?
+    /// HTTP: responses per status code.
+    public var httpStatuses: [String: Int]?
+    /// HTTP: connections reopened after the server closed one.
+    public var reconnects: Int?
     public var checks: [CheckResult]
     public var passed: Bool
 }

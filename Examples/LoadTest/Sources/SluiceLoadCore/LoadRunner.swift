@@ -43,9 +43,17 @@ public enum LoadRunner {
         let shared = try LoadShared(configuration: configuration, nonce: nonce)
         let states = group.loops.map { LoopState(loop: $0, shared: shared, seed: seedSource.next()) }
 
-        // STATS before (sluice-echo; the echo baselines have no STATS).
+        // STATS (HTTP: GET /metrics) before; the echo baselines have neither.
+        var probeNotes: [String] = []
         var statsBefore: ServerStats?
-        if !configuration.drivesEchoBaseline {
+        if configuration.http {
+            switch await HTTPProbe.send(.metrics, host: configuration.host, port: configuration.port, on: group.loops[0]) {
+            case .unreachable(let reason):
+                throw LoadError("cannot connect to \(configuration.host):\(configuration.port): \(reason)", input: "")
+            case let outcome:
+                statsBefore = metrics(outcome, when: "before", notes: &probeNotes)
+            }
+        } else if !configuration.drivesEchoBaseline {
             let control: ControlConnection
             do {
                 control = try await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
@@ -60,14 +68,22 @@ public enum LoadRunner {
 
         for index in 0..<configuration.connections {
             let state = states[index % states.count]
-            do {
-                _ = try await TCPClient.connect(host: configuration.host, port: configuration.port, on: state.loop) { _ in
-                    LoadConnection(index: index, state: state)
+            var failure: String?
+            if configuration.http {
+                failure = await HTTPLoadConnection.connect(index: index, state: state)
+            } else {
+                do {
+                    _ = try await TCPClient.connect(host: configuration.host, port: configuration.port, on: state.loop) { _ in
+                        LoadConnection(index: index, state: state)
+                    }
+                } catch {
+                    failure = error.message
                 }
-            } catch {
+            }
+            if let failure {
                 shared.finished.store(true, ordering: .relaxed)
                 for state in states { _ = await state.loop.submit { state.finish() } }
-                throw LoadError("cannot open connection \(index + 1) of \(configuration.connections): \(error.message)", input: "")
+                throw LoadError("cannot open connection \(index + 1) of \(configuration.connections): \(failure)", input: "")
             }
         }
 
@@ -80,7 +96,10 @@ public enum LoadRunner {
         }
         let ended = await waitForEnd(configuration: configuration, shared: shared, states: states, start: start, progress: progress)
         var statsAfter: ServerStats?
-        if !configuration.drivesEchoBaseline {
+        if configuration.http {
+            let outcome = await HTTPProbe.send(.metrics, host: configuration.host, port: configuration.port, on: group.loops[0])
+            statsAfter = metrics(outcome, when: "after", notes: &probeNotes)
+        } else if !configuration.drivesEchoBaseline {
             let probe = try? await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
             statsAfter = await probe?.stats()
             probe?.close()
@@ -90,7 +109,7 @@ public enum LoadRunner {
         var stats = LatencyStats()
         var ledger = PaymentLedger()
         var outcome = LoadOutcome()
-        var samples: [String] = []
+        var samples = probeNotes
         for state in states {
             let result = await state.loop.submit { state.finish() }
             stats.merge(result.stats)
@@ -101,12 +120,28 @@ public enum LoadRunner {
         outcome.paySent = stats.sent(.pay)
         outcome.uniquePairs = ledger.uniquePairsSent
         outcome.chargedPairs = ledger.charges.count
+        outcome.declinedPairs = ledger.declinedPairs.count
         outcome.conflictingPairs = ledger.conflictingPairs.count
+        outcome.http = configuration.http
         outcome.statsBefore = statsBefore
         outcome.statsAfter = statsAfter
         return LoadResult(
             configuration: configuration, elapsed: ended - start, stats: stats, ledger: ledger, outcome: outcome,
             checks: CorrectnessChecks.evaluate(outcome), samples: Array(samples.prefix(10)))
+    }
+
+    /// The counters of a `GET /metrics` probe, or `nil` (with a note saying why) when it did not
+    /// answer 200.
+    private static func metrics(_ outcome: HTTPProbe.Outcome, when: String, notes: inout [String]) -> ServerStats? {
+        switch outcome {
+        case .answered(200, let body):
+            return ServerStats(metrics: body)
+        case .answered(let status, let body):
+            notes.append("GET /metrics \(when) the run: status \(status) \(body.prefix(120))")
+        case .unreachable(let reason), .failed(let reason):
+            notes.append("GET /metrics \(when) the run: \(reason)")
+        }
+        return nil
     }
 
     /// Waits until every request sent has its reply after sending stopped (or the drain timeout
@@ -122,10 +157,12 @@ public enum LoadRunner {
         var nextReport = start + .seconds(1)
         var lastReplies = 0
         var lastReportAt = start
-        func totals() -> (sent: Int, replied: Int, errors: Int, open: Int) {
-            states.reduce((0, 0, 0, 0)) {
-                ($0.0 + $1.sentCount.load(ordering: .relaxed), $0.1 + $1.repliedCount.load(ordering: .relaxed),
-                 $0.2 + $1.errorCount.load(ordering: .relaxed), $0.3 + $1.openConnections.load(ordering: .relaxed))
+        /// `settled`: replied, or abandoned (never to be answered).
+        func totals() -> (sent: Int, settled: Int, replied: Int, errors: Int, open: Int) {
+            states.reduce((0, 0, 0, 0, 0)) {
+                let replied = $1.repliedCount.load(ordering: .relaxed)
+                return ($0.0 + $1.sentCount.load(ordering: .relaxed), $0.1 + replied + $1.abandonedCount.load(ordering: .relaxed),
+                 $0.2 + replied, $0.3 + $1.errorCount.load(ordering: .relaxed), $0.4 + $1.openConnections.load(ordering: .relaxed))
             }
         }
         while true {
@@ -149,7 +186,7 @@ public enum LoadRunner {
             }
             if synchronized {
                 current = totals()
-                if current.replied >= current.sent { return EventLoop.monotonicNow() }
+                if current.settled >= current.sent { return EventLoop.monotonicNow() }
                 if current.open == 0 { return now }
                 if let stoppedAt, now - stoppedAt > configuration.drainTimeout { return now }
             }
@@ -159,7 +196,7 @@ public enum LoadRunner {
                     ProgressSample(
                         elapsedSeconds: Double((now - start).nanosecondsClamped) / 1e9,
                         repliesPerSecond: Double(current.replied - lastReplies) / max(seconds, 1e-9),
-                        errors: current.errors, inFlight: current.sent - current.replied))
+                        errors: current.errors, inFlight: current.sent - current.settled))
                 lastReplies = current.replied
                 lastReportAt = now
                 nextReport = nextReport + .seconds(1)
@@ -182,6 +219,8 @@ extension LoadOutcome {
         unexpectedReplies += other.unexpectedReplies
         badReplies += other.badReplies
         connectionsClosedEarly += other.connectionsClosedEarly
+        reconnects += other.reconnects
+        httpStatuses.merge(other.httpStatuses, uniquingKeysWith: +)
     }
 }
 

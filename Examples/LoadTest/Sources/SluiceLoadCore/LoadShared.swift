@@ -13,6 +13,10 @@ final class LoadShared: Sendable {
     let nonce: String
     /// The ECHO text (protocol mode) or the whole line with its LF (raw echo).
     let payload: [UInt8]
+    /// What key number `n`'s name starts with: `k`, or `k<nonce>-` for `unique` keys.
+    let keyPrefix: [UInt8]
+    /// What pair number `p`'s idem key starts with: `<nonce>-`.
+    let idemPrefix: [UInt8]
     /// Requests left to claim (`Int.max` for a timed run).
     private let remaining: Atomic<Int>
     /// Timed runs: the instant (monotonic ns) from which no request is due any more (open loop
@@ -29,6 +33,12 @@ final class LoadShared: Sendable {
         self.configuration = configuration
         self.sampler = try KeySampler(distribution: configuration.keyDistribution, keyCount: configuration.keys)
         self.nonce = nonce
+        if case .unique = configuration.keyDistribution {
+            self.keyPrefix = Array("k\(nonce)-".utf8)
+        } else {
+            self.keyPrefix = Array("k".utf8)
+        }
+        self.idemPrefix = Array("\(nonce)-".utf8)
         if configuration.rawEcho {
             var line = (0..<(configuration.lineBytes - 1)).map { UInt8(ascii: "a") + UInt8($0 % 26) }
             line.append(0x0A)

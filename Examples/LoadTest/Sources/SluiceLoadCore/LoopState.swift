@@ -17,11 +17,16 @@ final class LoopState: @unchecked Sendable {
     var outcome = LoadOutcome()
     /// The first few unexpected lines, for the report.
     var samples: [String] = []
-    var connections: [LoadConnection] = []
+    var connections: [any LoadClient] = []
+    /// HTTP mode: responses per status code (index = status, 100…599).
+    var httpStatuses = [Int](repeating: 0, count: 600)
     private var ticker: LoopTimer?
 
     let sentCount = Atomic<Int>(0)
     let repliedCount = Atomic<Int>(0)
+    /// Requests sent that will never be answered: HTTP mode counts here those of a connection it
+    /// lost or that the server closed behind them, so the drain does not wait for them.
+    let abandonedCount = Atomic<Int>(0)
     let errorCount = Atomic<Int>(0)
     let openConnections = Atomic<Int>(0)
 
@@ -35,6 +40,27 @@ final class LoopState: @unchecked Sendable {
     func sample(_ what: String, _ line: UnsafeRawBufferPointer) {
         guard samples.count < 10 else { return }
         samples.append("\(what): \(String(decoding: line.prefix(200), as: UTF8.self))")
+    }
+
+    /// Counts a response with HTTP status `status` (100…599).
+    func countStatus(_ status: Int) {
+        if httpStatuses.indices.contains(status) { httpStatuses[status] += 1 }
+    }
+
+    /// A fresh payment for connection `connection`, or (with probability `--dup-ratio`) a
+    /// recent one another connection sent; counted in the ledger either way.
+    func nextPayment(connection: Int) -> PaymentRecord {
+        let ratio = shared.configuration.dupRatio
+        if ratio > 0, Double.random(in: 0..<1, using: &random) < ratio,
+            let duplicate = shared.duplicate(excludingConnection: connection, draw: random.next())
+        {
+            ledger.recordSent(duplicate: true)
+            return duplicate
+        }
+        let payment = PaymentRecord(pair: shared.nextPair(), key: shared.sampler.next(using: &random), connection: connection)
+        ledger.recordSent(duplicate: false)
+        if ratio > 0 { shared.publish(payment) }
+        return payment
     }
 
     /// Starts every connection of this loop (loop thread).
@@ -83,6 +109,9 @@ final class LoopState: @unchecked Sendable {
         connections.removeAll()
         outcome.sent = sentCount.load(ordering: .relaxed)
         outcome.replies = repliedCount.load(ordering: .relaxed)
+        for (status, count) in httpStatuses.enumerated() where count > 0 {
+            outcome.httpStatuses[String(status), default: 0] += count
+        }
         return LoopResult(stats: stats, ledger: ledger, outcome: outcome, samples: samples)
     }
 }

@@ -1,6 +1,8 @@
-/// What the client saw of its payments: which (key, idem) pairs it sent fresh, and the charge
-/// id each OK reply named. Two different charge ids for one pair is a double charge seen from
-/// the client; unique pairs sent is what `payments` in `STATS` must grow by.
+/// What the client saw of its payments: which (key, idem) pairs it sent fresh, the charge id
+/// each OK reply (HTTP: 201) named, and the pairs answered DECLINED (HTTP: 402). Two different
+/// charge ids for one pair, or a pair both charged and declined, is a double execution seen from
+/// the client; the pairs charged are what `payments` in `STATS` (HTTP: `sluice_payments_total`)
+/// must grow by, the pairs declined what `declines` must grow by.
 public struct PaymentLedger: Sendable {
     /// Pairs sent for the first time (a duplicate reuses one of these).
     public private(set) var uniquePairsSent = 0
@@ -8,7 +10,9 @@ public struct PaymentLedger: Sendable {
     public private(set) var duplicatesSent = 0
     /// The charge id first seen for each pair (by pair number).
     public private(set) var charges: [UInt64: String] = [:]
-    /// Pairs for which replies named two different charge ids.
+    /// Pairs answered DECLINED (HTTP: 402), first execution or replay.
+    public private(set) var declinedPairs: Set<UInt64> = []
+    /// Pairs for which replies named two different charge ids, or both a charge and a decline.
     public private(set) var conflictingPairs: Set<UInt64> = []
 
     public init() {}
@@ -24,7 +28,14 @@ public struct PaymentLedger: Sendable {
             if known != chargeID { conflictingPairs.insert(pair) }
         } else {
             charges[pair] = chargeID
+            if declinedPairs.contains(pair) { conflictingPairs.insert(pair) }
         }
+    }
+
+    /// Records that pair `pair` was answered DECLINED (HTTP: 402).
+    public mutating func recordDecline(pair: UInt64) {
+        declinedPairs.insert(pair)
+        if charges[pair] != nil { conflictingPairs.insert(pair) }
     }
 
     /// Adds what `other` saw (another loop's ledger).
@@ -34,6 +45,9 @@ public struct PaymentLedger: Sendable {
         conflictingPairs.formUnion(other.conflictingPairs)
         for (pair, chargeID) in other.charges {
             recordCharge(pair: pair, chargeID: chargeID)
+        }
+        for pair in other.declinedPairs {
+            recordDecline(pair: pair)
         }
     }
 }

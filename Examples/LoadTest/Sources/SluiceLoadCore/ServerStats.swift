@@ -1,6 +1,8 @@
-/// The counters of a `STATS` reply: `OK taps=<n> payments=<n> declines=<n> …`.
+/// The counters of a `STATS` reply (`OK taps=<n> payments=<n> declines=<n> …`), or of a
+/// `GET /metrics` page in HTTP mode (`sluice_payments_total`, `sluice_declines_total`, …).
 public struct ServerStats: Sendable, Hashable, Codable {
-    /// Every `name=<integer>` field of the reply.
+    /// Every counter: the `name=<integer>` fields of a `STATS` reply, or the `sluice_<name>_total`
+    /// totals of a metrics page.
     public var fields: [String: Int]
 
     public init(fields: [String: Int]) {
@@ -17,6 +19,20 @@ public struct ServerStats: Sendable, Hashable, Codable {
             fields[String(pair[0])] = value
         }
         guard !fields.isEmpty else { return nil }
+        self.fields = fields
+    }
+
+    /// Parses a Prometheus page (`GET /metrics`): every `sluice_<name>_total` metric, summed
+    /// over its label sets, becomes the field `<name>` when its total is a whole number
+    /// (`sluice_payments_total` → ``payments``, `sluice_declines_total` → ``declines``). A
+    /// counter nothing has incremented may be missing from the page: its field is then absent.
+    public init(metrics text: String) {
+        var fields: [String: Int] = [:]
+        for (name, total) in PrometheusText.totals(text) where name.hasPrefix("sluice_") && name.hasSuffix("_total") {
+            let field = String(name.dropFirst("sluice_".count).dropLast("_total".count))
+            guard !field.isEmpty, total == total.rounded(), abs(total) < 9e15 else { continue }
+            fields[field] = Int(total)
+        }
         self.fields = fields
     }
 

@@ -28,8 +28,9 @@ public enum Verb: Int, CaseIterable, Sendable, Hashable, Codable, CustomStringCo
     }
 }
 
-/// What kind of reply a request got: the status word, refined where the details matter for
-/// the checks (a replayed payment).
+/// What kind of reply a request got: the status word (HTTP mode: the status code and problem
+/// type, see ``HTTPReplyJudgement``), refined where the details matter for the checks (a
+/// replayed payment).
 public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStringConvertible {
     /// `OK …` (for PAY: a first execution).
     case ok
@@ -51,10 +52,16 @@ public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStr
     case cancelled
     /// `SUPERSEDED` (a newer SEARCH for the key replaced this one).
     case superseded
-    /// `ERR <code>`.
+    /// `ERR <code>` (HTTP: a 4xx or 5xx the route does not answer legitimately).
     case error
-    /// Any other status word.
+    /// Any other status word (HTTP: a status no route answers, such as a 1xx or a 3xx).
     case unknown
+    /// HTTP `409 conflict`: a PAY duplicate that arrived while the first request of its
+    /// (key, Idempotency-Key) pair ran.
+    case conflict
+    /// HTTP `503 busy`: a table or a quota is full (the line protocol's `ERR busy`, which the
+    /// line mode counts as `ERR`).
+    case busy
 
     /// The label used in reports.
     public var label: String {
@@ -71,6 +78,8 @@ public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStr
         case .superseded: "SUPERSEDED"
         case .error: "ERR"
         case .unknown: "unknown"
+        case .conflict: "CONFLICT"
+        case .busy: "BUSY"
         }
     }
 
@@ -82,7 +91,7 @@ public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStr
         switch (verb, self) {
         case (.echo, .ok), (.echo, .limited): true
         case (.tap, .ok), (.tap, .throttled): true
-        case (.pay, .ok), (.pay, .okReplayed), (.pay, .declined), (.pay, .declinedReplayed), (.pay, .cancelled): true
+        case (.pay, .ok), (.pay, .okReplayed), (.pay, .declined), (.pay, .declinedReplayed), (.pay, .cancelled), (.pay, .conflict): true
         case (.search, .ok), (.search, .superseded), (.search, .cancelled): true
         default: false
         }
