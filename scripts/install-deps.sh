@@ -3,26 +3,32 @@
 #
 #   scripts/install-deps.sh            # build + test packages (the above, and redis-server)
 #   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` and the README's nc examples need
+#   scripts/install-deps.sh --bench    # --runtime, and wrk for the HTTP benchmark
+#                                      # (Examples/Benchmarks/http-compare.sh, Examples/LoadTest/run.sh)
 #
 # It checks `dpkg -s` first and calls `apt-get update && apt-get install -y …` (through sudo when
 # not root) only for the packages that are not installed. On a non-Debian system it checks
 # pkg-config for libevent and tells you what to install.
 set -euo pipefail
 
-runtime=(libevent-dev pkg-config netcat-openbsd)
+runtime=(libevent-dev pkg-config netcat-openbsd curl)
 test_extra=(redis-server)
+bench_extra=(wrk)
 
 packages=("${runtime[@]}")
-if [[ "${1:-}" != "--runtime" ]]; then
-    packages+=("${test_extra[@]}")
-fi
+case "${1:-}" in
+    --runtime) ;;
+    --bench) packages+=("${bench_extra[@]}") ;;
+    *) packages+=("${test_extra[@]}") ;;
+esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
-    if pkg-config --exists libevent libevent_pthreads 2>/dev/null; then
+    if pkg-config --exists libevent libevent_pthreads 2>/dev/null \
+        && { [[ "${1:-}" != "--bench" ]] || command -v wrk >/dev/null 2>&1; }; then
         exit 0
     fi
-    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads) and pkg-config yourself" >&2
-    echo "install-deps: e.g. 'brew install libevent pkg-config' on macOS" >&2
+    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads) and pkg-config yourself (and wrk for --bench)" >&2
+    echo "install-deps: e.g. 'brew install libevent pkg-config wrk' on macOS" >&2
     exit 1
 fi
 

@@ -73,8 +73,10 @@ trap cleanup EXIT
 "$here/bin/c-echo" --port "$c_port" 2>/dev/null &
 c_pid=$!
 pids+=("$c_pid")
-echo_args=(--port "$swift_port" --loops 1 --log-level warning)
-if "$bin/sluice-echo" --help 2>&1 | grep -q -- '--echo-rate'; then
+echo_args=(--port "$swift_port" --http-port 0 --loops 1 --log-level warning)
+# The help is read whole: `grep -q` closing the pipe early fails the pipeline under pipefail.
+help_text="$("$bin/sluice-echo" --help 2>&1)"
+if [[ "$help_text" == *--echo-rate* ]]; then
     echo_args+=(--echo-rate 1000000000 --echo-burst 1000000000)
 fi
 "$bin/sluice-echo" "${echo_args[@]}" &
