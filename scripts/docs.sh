@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceTesting SluicePluginTesting
+modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceHTTP SluiceTesting SluicePluginTesting
     SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 

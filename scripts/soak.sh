@@ -30,7 +30,7 @@ bin="$(swift build -c release --scratch-path "$scratch" --show-bin-path)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/sluice-soak.XXXXXX")"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$bin/sluice-echo" --port "$port" --pay-retention-s 30 >"$work/server.log" 2>&1 &
+"$bin/sluice-echo" --port "$port" --http-port 0 --pay-retention-s 30 >"$work/server.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 

@@ -253,7 +253,7 @@ class Server:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (value, value))
 
             self.proc = subprocess.Popen(
-                [binary, "--port", str(self.port), *self.args],
+                [binary, "--port", str(self.port), "--http-port", "0", *self.args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=preexec)
             log.close()
             if self.wait_ready(10):
