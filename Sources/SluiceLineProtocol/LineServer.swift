@@ -26,6 +26,7 @@ public final class LineServer: Service, Sendable {
     private let onBound: @Sendable (Int) async -> Void
     private let accounting: ConnectionAccounting?
     private let requestCounter = Counter(label: "sluice_line_requests_total")
+    private let connectionGauge = Gauge(label: "sluice_line_connections")
 
     /// Creates a server; ``run()`` (or ``start()``) binds it.
     ///
@@ -103,11 +104,11 @@ public final class LineServer: Service, Sendable {
     // MARK: - State shared with the sessions
 
     func connectionOpened() {
-        openConnections.add(1, ordering: .relaxed)
+        connectionGauge.record(openConnections.add(1, ordering: .relaxed).newValue)
     }
 
     func connectionClosed() {
-        openConnections.subtract(1, ordering: .relaxed)
+        connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
     }
 
     func countRequest() {
