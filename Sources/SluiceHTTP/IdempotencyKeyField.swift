@@ -17,20 +17,21 @@ public enum IdempotencyKeyField {
             .badRequest, "bad-idempotency-key",
             detail: "Idempotency-Key must be a structured-field string of 1 to \(maximumLength) characters")
         var parser = StructuredFieldValueParser(Array(value.utf8))
-        let key: String
         if let item = try? parser.parseItemFieldValue() {
             switch item.rfc9651BareItem {
-            case .string(let text), .token(let text): key = text
-            default: key = value.trimmed
+            case .string(let text), .token(let text):
+                guard (1...maximumLength).contains(text.utf8.count) else { return .failure(bad) }
+                return .success(text)
+            default:
+                break
             }
-        } else {
-            key = value.trimmed
         }
-        // A bare value that is not an sf-token (it starts with a digit, say) is taken as it is,
-        // if it is visible ASCII without quotes.
+        // A bare value that is not an sf-token (it starts with a digit, say) is taken as it is
+        // if it is one run of visible ASCII without quotes, commas or semicolons (never a list
+        // or a string gone wrong).
+        let key = value.trimmed
         guard (1...maximumLength).contains(key.utf8.count),
-            key.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }),
-            key.utf8.first != UInt8(ascii: "\"")
+            key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: ";") })
         else { return .failure(bad) }
         return .success(key)
     }

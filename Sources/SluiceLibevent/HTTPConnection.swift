@@ -64,6 +64,14 @@ public final class HTTPConnection: @unchecked Sendable {
     private var current: HTTPServerRequest?
     private var inputCallback: OpaquePointer?
     private var counted = false
+    /// A pipelined head over the limit, seen while the request before it was answered: it is
+    /// answered 431 when `evhttp` hands it over (its answer must follow the one before).
+    private var pipelinedHeadTooLarge = false
+    /// The head being scanned was already buffered when the request before it was answered.
+    private var scanningPipelined = false
+    /// The first bytes of the line being scanned (lower-cased), to read `Content-Length`.
+    private var linePrefix: [UInt8] = []
+    private var announcedBodyTooLarge = false
 
     init(loop: EventLoop, id: UInt64, listener: HTTPListener, bufferevent: OpaquePointer, evhttpConnection: OpaquePointer) {
         self.loop = loop
@@ -100,6 +108,19 @@ public final class HTTPConnection: @unchecked Sendable {
         phase = .handling
         let wrapped = HTTPServerRequest(connection: self, request: request)
         current = wrapped
+        if pipelinedHeadTooLarge {
+            pipelinedHeadTooLarge = false
+            let limit = listener?.configuration.maximumHeadBytes ?? 0
+            respondProblem(wrapped, status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
+                           detail: "the request head is larger than \(limit) bytes")
+            return
+        }
+        if Self.hasConflictingLengths(request) {
+            // Framed differently by different parsers (request smuggling): refuse, and close.
+            respondProblem(wrapped, status: 400, reason: "Bad Request", slug: "bad-framing",
+                           detail: "the request has more than one Content-Length")
+            return
+        }
         guard let handler else {
             wrapped.respond(status: 503, reason: "Service Unavailable", fields: [], closeConnection: true)
             return
@@ -108,11 +129,45 @@ public final class HTTPConnection: @unchecked Sendable {
     }
 
     func answered(_ request: HTTPServerRequest) {
-        if current === request { current = nil }
+        guard current === request else { return }
+        current = nil
         if case .handling = phase {
             phase = .idle
             watchInput(true)
+            // Bytes already read belong to the next request (pipelined): its head's clock and
+            // size count from now.
+            if let input = bufferevent_get_input(bufferevent) {
+                let buffered = evbuffer_get_length(input)
+                if buffered > 0 { inputChanged(input, added: buffered, pipelined: true) }
+            }
         }
+    }
+
+    /// Whether the request has more than one `Content-Length` field (or one holding a list).
+    private static func hasConflictingLengths(_ request: OpaquePointer) -> Bool {
+        guard let headers = evhttp_request_get_input_headers(request) else { return false }
+        var count = 0
+        var entry = headers.pointee.tqh_first
+        while let current = entry {
+            if strcasecmp(current.pointee.key, "Content-Length") == 0 {
+                count += 1
+                if count > 1 || strchr(current.pointee.value, Int32(UInt8(ascii: ","))) != nil { return true }
+            }
+            entry = current.pointee.next.tqe_next
+        }
+        return false
+    }
+
+    /// Answers `request` with a problem and closes the connection after it.
+    private func respondProblem(_ request: HTTPServerRequest, status: Int, reason: String, slug: String, detail: String) {
+        let body = Array(Self.problemBody(status: status, reason: reason, slug: slug, detail: detail).utf8)
+        request.respond(
+            status: status, reason: reason, fields: [("Content-Type", "application/problem+json")], body: body,
+            closeConnection: true)
+    }
+
+    static func problemBody(status: Int, reason: String, slug: String, detail: String) -> String {
+        #"{"type":"urn:sluice:problem:\#(slug)","title":"\#(reason)","status":\#(status),"detail":"\#(detail)"}"#
     }
 
     /// Turns the input watch on (between requests and while a head arrives) or off (while
@@ -129,11 +184,14 @@ public final class HTTPConnection: @unchecked Sendable {
 
     // MARK: - Watching the input
 
-    fileprivate func inputChanged(_ buffer: OpaquePointer, added: Int) {
+    fileprivate func inputChanged(_ buffer: OpaquePointer, added: Int, pipelined: Bool = false) {
         guard added > 0 else { return }
         switch phase {
         case .idle:
             phase = .head(bytes: 0, lineLength: 0, sawLine: false)
+            scanningPipelined = pipelined
+            linePrefix.removeAll(keepingCapacity: true)
+            announcedBodyTooLarge = false
             arm(after: listener?.configuration.headTimeout ?? .seconds(10))
             scanHead(buffer, added: added)
         case .head:
@@ -171,8 +229,10 @@ public final class HTTPConnection: @unchecked Sendable {
                             }
                             sawLine = sawLine || lineLength > 0
                             lineLength = 0
+                            lineEnded()
                         } else if byte != 0x0D {
                             lineLength += 1
+                            if linePrefix.count < 48 { linePrefix.append(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0)) }
                         }
                         if bytes > limit { break scan }
                     }
@@ -183,15 +243,38 @@ public final class HTTPConnection: @unchecked Sendable {
                 }
             }
         }
-        if bytes > limit {
+        if bytes > limit, scanningPipelined {
+            // The answer before it may not be written yet: refuse it in turn.
+            pipelinedHeadTooLarge = true
+            phase = .body
+            watchInput(false)
+        } else if bytes > limit {
             refuse(status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
                    detail: "the request head is larger than \(limit) bytes")
+        } else if ended, announcedBodyTooLarge, !scanningPipelined {
+            let maximum = listener?.configuration.maximumBodyBytes ?? 0
+            refuse(status: 413, reason: "Content Too Large", slug: "body-too-large",
+                   detail: "the request body is larger than \(maximum) bytes")
         } else if ended {
             phase = .body
             watchInput(false)
             arm(after: listener?.configuration.bodyTimeout ?? .seconds(30))
         } else {
             phase = .head(bytes: bytes, lineLength: lineLength, sawLine: sawLine)
+        }
+    }
+
+    /// A head line ended: a `Content-Length` over the body limit is noted (refused once the
+    /// head is complete, before `evhttp` would answer it with its own page).
+    private func lineEnded() {
+        defer { linePrefix.removeAll(keepingCapacity: true) }
+        let name = Array("content-length:".utf8)
+        guard linePrefix.count > name.count, linePrefix.starts(with: name) else { return }
+        let digits = linePrefix[name.count...].drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 >= 0x30 && $0 <= 0x39 }
+        let maximum = listener?.configuration.maximumBodyBytes ?? Int.max
+        // More than 18 digits is over any limit.
+        if digits.count > 18 || (Int(String(decoding: digits, as: UTF8.self)) ?? 0) > maximum {
+            announcedBodyTooLarge = true
         }
     }
 
@@ -248,7 +331,7 @@ public final class HTTPConnection: @unchecked Sendable {
         let input = bufferevent_get_input(bufferevent)
         evbuffer_drain(input, evbuffer_get_length(input))
         if evbuffer_get_length(bufferevent_get_output(bufferevent)) == 0 {
-            let body = #"{"type":"urn:sluice:problem:\#(slug)","title":"\#(reason)","status":\#(status),"detail":"\#(detail)"}"#
+            let body = Self.problemBody(status: status, reason: reason, slug: slug, detail: detail)
             let response = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/problem+json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
             let socket = bufferevent_getfd(bufferevent)
             if socket >= 0 {

@@ -71,7 +71,7 @@ final class HTTPListener: LoopResource, @unchecked Sendable {
         let context = Unmanaged.passUnretained(self).toOpaque()
         // A head over our limit is refused (431) by the connection's watch before evhttp reads
         // it; evhttp's own limit stays above it as a backstop.
-        evhttp_set_max_headers_size(http, configuration.maximumHeadBytes + 1024)
+        evhttp_set_max_headers_size(http, configuration.maximumHeadBytes * 2)
         evhttp_set_max_body_size(http, configuration.maximumBodyBytes)
         var idle = timeval(duration: configuration.idleTimeout)
         evhttp_set_timeout_tv(http, &idle)

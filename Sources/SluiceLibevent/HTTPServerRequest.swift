@@ -106,11 +106,13 @@ public final class HTTPServerRequest: @unchecked Sendable {
         let headers = evhttp_request_get_output_headers(request)
         writeFields { name, value in _ = evhttp_add_header(headers, name, value) }
         if closeConnection { _ = evhttp_add_header(headers, "Connection", "close") }
-        if body.count > 0, let output = evhttp_request_get_output_buffer(request), let base = body.baseAddress {
+        // The answer to HEAD has no body: evhttp would write one, and a keep-alive client would
+        // read it as the start of the next answer.
+        if method != "HEAD", body.count > 0, let output = evhttp_request_get_output_buffer(request), let base = body.baseAddress {
             evbuffer_add(output, base, body.count)
         }
-        connection.answered(self)
         evhttp_send_reply(request, Int32(status), reason, nil)
+        connection.answered(self)
     }
 
     /// ``respond(status:reason:fields:body:closeConnection:)`` with the body's bytes.

@@ -312,14 +312,18 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
     @Test func echoIsLimitedPerConnection() async throws {
         try await withHTTPServer(configure: { $0.echoRate = 1; $0.echoBurst = 2 }) { server in
             let client = try server.client()
-            let first = try await client.request("POST", "/echo", body: "hello\r\nworld")
+            // Three requests in one write: answered one after another within the same instant
+            // of the loop's clock, as the line protocol's ECHO test does.
+            let request = HTTPTestClient.requestBytes("POST", "/echo", body: Array("x".utf8))
+            try client.connection.send(Array(HTTPTestClient.requestBytes("POST", "/echo", body: Array("hello\r\nworld".utf8))) + request + request)
+            let first = try await client.readResponse()
             #expect(first.status == 200 && first.text == "hello\r\nworld")
             #expect(first.field("Content-Type") == "application/octet-stream")
             // Burst 2 at 1 per second: a limit of 2, filling in 2 s.
             #expect(first.field("RateLimit-Policy") == #""echo";q=2;w=2"#)
             #expect(try rateLimitItem(first.field("RateLimit")).parameters["r"] == 1)
-            #expect(try await client.request("POST", "/echo", body: "x").status == 200)
-            let limited = try await client.request("POST", "/echo", body: "x")
+            #expect(try await client.readResponse().status == 200)
+            let limited = try await client.readResponse()
             expectProblem(limited, 429, "limited")
             #expect(limited.field("Retry-After") == "1")
             #expect(limited.field("RateLimit") == #""echo";r=0;t=2"#)
@@ -411,6 +415,59 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
             await server.clock.advance(by: .milliseconds(20))
             #expect(try await paying.readResponse().status == 201)
             await drained.value
+        }
+    }
+
+    @Test func framingThatParsersCouldReadTwoWaysIsRefused() async throws {
+        try await withHTTPServer { server in
+            // HEAD: no body (the next answer stays in step).
+            let client = try server.client()
+            try client.connection.send("HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            let head = try await client.readResponse()
+            #expect(head.status == 200 && head.body.isEmpty)
+            #expect(head.field("Content-Type") == "application/json")
+            #expect(try await client.request("GET", "/healthz").text == #"{"status":"ok"}"#)
+
+            // Two Content-Length fields: 400, and the connection closes.
+            let smuggler = try server.client()
+            try smuggler.connection.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde")
+            let refused = try await smuggler.readResponse()
+            expectProblem(refused, 400, "bad-framing")
+            #expect(try await smuggler.connection.waitForClose())
+
+            // Two Idempotency-Key fields, or a bare value with a space: 400.
+            let payer = try server.client()
+            expectProblem(
+                try await payer.request(
+                    "POST", "/pay", fields: [("Idempotency-Key", #""g""#), ("Idempotency-Key", #""h""#)],
+                    body: #"{"key":"u1","amount":5}"#), 400, "bad-idempotency-key")
+            expectProblem(try await payRequest(payer, idem: "tok en"), 400, "bad-idempotency-key")
+        }
+    }
+
+    @Test func aPipelinedHeadIsBoundedLikeTheFirst() async throws {
+        try await withHTTPServer(configure: {
+            $0.http.maximumHeadBytes = 1024
+            $0.http.headTimeout = .milliseconds(300)
+            $0.http.maximumBodyBytes = 100
+        }) { server in
+            // Over the head limit behind a small request: the first is answered, then 431.
+            let big = try server.client()
+            try big.connection.send(
+                "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nX: \(String(repeating: "a", count: 1200))\r\n\r\n")
+            #expect(try await big.readResponse().status == 200)
+            expectProblem(try await big.readResponse(), 431, "header-fields-too-large")
+
+            // A partial head behind a complete request: 408 after the head timeout.
+            let slow = try server.client()
+            try slow.connection.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nX: y")
+            #expect(try await slow.readResponse().status == 200)
+            expectProblem(try await slow.readResponse(), 408, "request-timeout")
+
+            // A body announced over the limit: 413 as a problem, before any of it is read.
+            let large = try server.client()
+            try large.connection.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n")
+            expectProblem(try await large.readResponse(), 413, "body-too-large")
         }
     }
 }
