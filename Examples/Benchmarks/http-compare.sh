@@ -241,7 +241,7 @@ for label in "${labels[@]}"; do
     cpu[$label]="$(awk -v t="${ticks[$label]}" -v hz="$hz" -v n="${requests[$label]}" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }')"
     share[$label]="$(awk -v t="${ticks[$label]}" -v hz="$hz" -v s="${elapsed[$label]}" 'BEGIN { printf "%.0f%%", t * 100 / hz / s }')"
     # (Tick-granular counters: a quiet run may come out a little below zero.)
-    other[$label]="$(awk -v t="${others[$label]}" -v hz="$hz" -v s="${elapsed[$label]}" 'BEGIN { v = t * 100 / hz / s; printf "%.0f%%", v > 0 ? v : 0 }')"
+    other[$label]="$(awk -v t="${others[$label]}" -v hz="$hz" -v s="${elapsed[$label]}" 'BEGIN { v = t * 100 / hz / s; printf "%.0f%%", (v > 0 ? v : 0) }')"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 lower_p99() { # label -> yes/no/n/a: is sluice-echo's p99 lower than that server's?
