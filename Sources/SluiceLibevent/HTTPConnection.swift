@@ -12,7 +12,7 @@ import Darwin
 /// What an ``HTTPServer`` calls for one connection, on its loop.
 public protocol HTTPConnectionHandler: AnyObject {
     /// A complete request (head and body) arrived. Answer it with
-    /// ``HTTPServerRequest/respond(status:reason:fields:body:closeConnection:)``, now or later
+    /// `HTTPServerRequest.respond(status:reason:…)`, now or later
     /// on the connection's loop; the connection reads its next request only once it is answered.
     func received(_ request: HTTPServerRequest)
     /// The connection closed (after this, answers to its requests are dropped).

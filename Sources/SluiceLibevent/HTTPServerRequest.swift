@@ -94,7 +94,7 @@ public final class HTTPServerRequest: @unchecked Sendable {
         }
     }
 
-    /// ``respond(status:reason:fields:body:closeConnection:)`` with the header fields written
+    /// `respond(status:reason:fields:body:closeConnection:)` with the header fields written
     /// by `writeFields`, which calls `add` once per field (no array in between).
     public func respond(
         status: Int, reason: String, body: UnsafeRawBufferPointer, closeConnection: Bool = false,
