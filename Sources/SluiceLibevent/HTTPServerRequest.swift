@@ -25,14 +25,31 @@ public final class HTTPServerRequest: @unchecked Sendable {
         self.target = evhttp_request_get_uri(request).map { String(cString: $0) } ?? "/"
     }
 
-    /// The target's path (before any `?`), not decoded.
+    /// The target's path (before any `?`), not decoded. An absolute-form target
+    /// (`http://host/tap/k`, as sent to proxies) gives its path too.
     public var path: Substring {
-        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        let origin = originForm
+        return origin.utf8.firstIndex(of: UInt8(ascii: "?")).map { origin[..<$0] } ?? origin
     }
 
     /// The target's query (after the first `?`), not decoded; `nil` without one.
     public var query: Substring? {
-        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[target.utf8.index(after: $0)...] }
+        let origin = originForm
+        return origin.utf8.firstIndex(of: UInt8(ascii: "?")).map { origin[origin.utf8.index(after: $0)...] }
+    }
+
+    /// The target in origin form: an absolute-form target without its scheme and authority.
+    private var originForm: Substring {
+        let utf8 = target.utf8
+        let slash = UInt8(ascii: "/")
+        // `scheme://authority/path`: the first slash starts `//`, the next one the path.
+        guard utf8.first != slash, let first = utf8.firstIndex(of: slash), first > utf8.startIndex,
+            utf8[utf8.index(before: first)] == UInt8(ascii: ":"),
+            let second = utf8.index(first, offsetBy: 1, limitedBy: utf8.endIndex), second < utf8.endIndex,
+            utf8[second] == slash
+        else { return target[...] }
+        let authority = target[utf8.index(after: second)...]
+        return authority.utf8.firstIndex(of: slash).map { authority[$0...] } ?? "/"
     }
 
     /// Whether it has been answered (or can no longer be: its connection closed).

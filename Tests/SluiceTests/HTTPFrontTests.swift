@@ -342,6 +342,9 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
             #expect(try await client.request("POST", "/healthz").field("Allow") == "GET")
             let health = try await client.request("GET", "/healthz")
             #expect(health.status == 200 && health.text == #"{"status":"ok"}"#)
+            // An absolute-form target (as sent to a proxy) names the same route.
+            let absolute = try await server.client().request("POST", "http://test/tap/abs")
+            #expect(absolute.status == 200 && absolute.text == #"{"tap":1}"#)
             let metrics = try await client.request("GET", "/metrics")
             #expect(metrics.status == 200)
             #expect(metrics.field("Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
