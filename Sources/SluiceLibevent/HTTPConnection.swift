@@ -53,6 +53,8 @@ public final class HTTPConnection: @unchecked Sendable {
     let bufferevent: OpaquePointer
     private(set) var evhttpConnection: OpaquePointer?
     private weak var listener: HTTPListener?
+    /// The server's caps and timeouts.
+    private let configuration: HTTPConfiguration
     var handler: (any HTTPConnectionHandler)?
     private var phase = Phase.idle
     /// When the current head or body must be complete, if it is being read.
@@ -77,6 +79,7 @@ public final class HTTPConnection: @unchecked Sendable {
         self.loop = loop
         self.id = id
         self.listener = listener
+        self.configuration = listener.configuration
         self.bufferevent = bufferevent
         self.evhttpConnection = evhttpConnection
         var address: UnsafeMutablePointer<CChar>?
@@ -110,7 +113,7 @@ public final class HTTPConnection: @unchecked Sendable {
         current = wrapped
         if pipelinedHeadTooLarge {
             pipelinedHeadTooLarge = false
-            let limit = listener?.configuration.maximumHeadBytes ?? 0
+            let limit = configuration.maximumHeadBytes
             respondProblem(wrapped, status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
                            detail: "the request head is larger than \(limit) bytes")
             return
@@ -192,7 +195,7 @@ public final class HTTPConnection: @unchecked Sendable {
             scanningPipelined = pipelined
             linePrefix.removeAll(keepingCapacity: true)
             announcedBodyTooLarge = false
-            arm(after: listener?.configuration.headTimeout ?? .seconds(10))
+            arm(after: configuration.headTimeout)
             scanHead(buffer, added: added)
         case .head:
             scanHead(buffer, added: added)
@@ -205,7 +208,7 @@ public final class HTTPConnection: @unchecked Sendable {
     /// counting the head's bytes.
     private func scanHead(_ buffer: OpaquePointer, added: Int) {
         guard case .head(var bytes, var lineLength, var sawLine) = phase else { return }
-        let limit = listener?.configuration.maximumHeadBytes ?? 16 << 10
+        let limit = configuration.maximumHeadBytes
         let total = evbuffer_get_length(buffer)
         var start = evbuffer_ptr()
         guard evbuffer_ptr_set(buffer, &start, total - added, EVBUFFER_PTR_SET) == 0 else { return }
@@ -252,13 +255,13 @@ public final class HTTPConnection: @unchecked Sendable {
             refuse(status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
                    detail: "the request head is larger than \(limit) bytes")
         } else if ended, announcedBodyTooLarge, !scanningPipelined {
-            let maximum = listener?.configuration.maximumBodyBytes ?? 0
+            let maximum = configuration.maximumBodyBytes
             refuse(status: 413, reason: "Content Too Large", slug: "body-too-large",
                    detail: "the request body is larger than \(maximum) bytes")
         } else if ended {
             phase = .body
             watchInput(false)
-            arm(after: listener?.configuration.bodyTimeout ?? .seconds(30))
+            arm(after: configuration.bodyTimeout)
         } else {
             phase = .head(bytes: bytes, lineLength: lineLength, sawLine: sawLine)
         }
@@ -271,7 +274,7 @@ public final class HTTPConnection: @unchecked Sendable {
         let name = Array("content-length:".utf8)
         guard linePrefix.count > name.count, linePrefix.starts(with: name) else { return }
         let digits = linePrefix[name.count...].drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 >= 0x30 && $0 <= 0x39 }
-        let maximum = listener?.configuration.maximumBodyBytes ?? Int.max
+        let maximum = configuration.maximumBodyBytes
         // More than 18 digits is over any limit.
         if digits.count > 18 || (Int(String(decoding: digits, as: UTF8.self)) ?? 0) > maximum {
             announcedBodyTooLarge = true

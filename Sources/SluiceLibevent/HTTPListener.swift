@@ -49,19 +49,7 @@ final class HTTPListener: LoopResource, @unchecked Sendable {
         self.logger = logger
         self.makeHandler = makeHandler
 
-        var storage = sockaddr_storage()
-        let length = try TCPListener.parse(host: configuration.host, port: port, into: &storage)
-        let reuseAddress = port == 0 ? 0 : LEV_OPT_REUSEABLE
-        let flags = reuseAddress | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
-        let listener = withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                evconnlistener_new_bind(loop.base, nil, nil, UInt32(flags), Int32(configuration.backlog), address, length)
-            }
-        }
-        guard let listener else {
-            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
-            throw EventLoopError(code: .bindFailed, message: "cannot listen: \(reason)", input: "\(configuration.host):\(port)")
-        }
+        let listener = try TCPListener.listen(loop: loop, host: configuration.host, port: port, backlog: configuration.backlog)
         guard let http = evhttp_new(loop.base) else {
             evconnlistener_free(listener)
             throw EventLoopError(code: .bindFailed, message: "evhttp_new failed", input: "\(configuration.host):\(port)")

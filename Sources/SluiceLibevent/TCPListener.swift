@@ -55,24 +55,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         self.configuration = configuration
         self.makeHandler = makeHandler
 
-        var storage = sockaddr_storage()
-        let length = try Self.parse(host: configuration.host, port: port, into: &storage)
-        // Port 0 asks the kernel for a free port: without SO_REUSEADDR the port it picks is one
-        // no other socket holds, so no other server's listener can ever share it. The other
-        // loops' listeners then join it by SO_REUSEPORT.
-        let reuseAddress = port == 0 ? 0 : LEV_OPT_REUSEABLE
-        let flags = reuseAddress | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
-        let listener = withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                evconnlistener_new_bind(
-                    loop.base, nil, nil, UInt32(flags), Int32(configuration.backlog), address, length)
-            }
-        }
-        guard let listener else {
-            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
-            throw EventLoopError(
-                code: .bindFailed, message: "cannot listen: \(reason)", input: "\(configuration.host):\(port)")
-        }
+        let listener = try Self.listen(loop: loop, host: configuration.host, port: port, backlog: configuration.backlog)
         self.listener = listener
         self.port = Self.boundPort(of: evconnlistener_get_fd(listener))
         evconnlistener_set_cb(listener, tcpListenerAcceptCallback, Unmanaged.passUnretained(self).toOpaque())
@@ -177,7 +160,29 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
     // MARK: - Addresses
 
-    static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(EventLoopError) -> Int32 {
+    /// A listening socket on `loop` for `host:port`, shared with the other loops' listeners by
+    /// `SO_REUSEPORT`, as an `evconnlistener` with no callback yet.
+    static func listen(loop: EventLoop, host: String, port: Int, backlog: Int) throws(EventLoopError) -> OpaquePointer {
+        var storage = sockaddr_storage()
+        let length = try parse(host: host, port: port, into: &storage)
+        // Port 0 asks the kernel for a free port: without SO_REUSEADDR the port it picks is one
+        // no other socket holds, so no other server's listener can ever share it. The other
+        // loops' listeners then join it by SO_REUSEPORT.
+        let reuseAddress = port == 0 ? 0 : LEV_OPT_REUSEABLE
+        let flags = reuseAddress | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        let listener = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                evconnlistener_new_bind(loop.base, nil, nil, UInt32(flags), Int32(backlog), address, length)
+            }
+        }
+        guard let listener else {
+            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
+            throw EventLoopError(code: .bindFailed, message: "cannot listen: \(reason)", input: "\(host):\(port)")
+        }
+        return listener
+    }
+
+    private static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(EventLoopError) -> Int32 {
         let literal = host == "localhost" ? "127.0.0.1" : host
         // libevent refuses port 0 in the text: parse with a placeholder, then set the port.
         let text = literal.contains(":") ? "[\(literal)]:1" : "\(literal):1"
