@@ -20,14 +20,7 @@ public struct HTTPFrontConfiguration: Sendable, Hashable {
 
     /// The GCRA options of `/echo`.
     public func echoLimit() throws(GateError) -> RateLimitOptions {
-        guard echoRate >= 1, echoBurst >= 1 else {
-            throw GateError(code: .invalidConfiguration, message: "the echo rate and burst must be at least 1", value: "\(echoRate)/s burst \(echoBurst)")
-        }
-        do {
-            return try RateLimitOptions(count: echoRate, per: .seconds(1), burst: echoBurst - 1)
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: "\(echoRate)/s burst \(echoBurst)")
-        }
+        try .echo(rate: echoRate, burst: echoBurst)
     }
 
     /// Checks every option.

@@ -25,18 +25,7 @@ public struct LineConfiguration: Sendable, Hashable {
 
     /// The per-connection `ECHO` limit: at most `echoBurst` back to back, `echoRate` per second.
     public func echoLimit() throws(GateError) -> RateLimitOptions {
-        guard echoRate >= 1 else {
-            throw GateError(code: .invalidConfiguration, message: "the echo rate must be at least 1 per second", value: "\(echoRate)")
-        }
-        guard echoBurst >= 1 else {
-            throw GateError(code: .invalidConfiguration, message: "the echo burst must be at least 1", value: "\(echoBurst)")
-        }
-        do {
-            // GCRA's burst counts the requests beyond the first (redis-cell's max_burst).
-            return try RateLimitOptions(count: echoRate, per: .seconds(1), burst: echoBurst - 1)
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: "\(echoRate)/s burst \(echoBurst)")
-        }
+        try .echo(rate: echoRate, burst: echoBurst)
     }
 
     /// Checks every option.
