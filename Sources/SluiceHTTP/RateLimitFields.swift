@@ -64,11 +64,20 @@ public struct RateLimitFields: Sendable, Hashable {
 
 extension HTTPField.Name {
     /// `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
-    public static let rateLimit = HTTPField.Name("RateLimit")!
+    public static let rateLimit = HTTPField.Name(token: "RateLimit")
     /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers).
-    public static let rateLimitPolicy = HTTPField.Name("RateLimit-Policy")!
+    public static let rateLimitPolicy = HTTPField.Name(token: "RateLimit-Policy")
     /// `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header).
-    public static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+    public static let idempotencyKey = HTTPField.Name(token: "Idempotency-Key")
     /// `Idempotent-Replayed: true` on an answer replayed from an idempotency record.
-    public static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
+    public static let idempotentReplayed = HTTPField.Name(token: "Idempotent-Replayed")
+
+    /// The name `token`, a literal of this file: a valid field name by construction (the tests
+    /// read each back), so the failable initializer's `nil` is not a case a request can reach.
+    private init(token: StaticString) {
+        guard let name = HTTPField.Name(token.description) else {
+            preconditionFailure("\(token) is not an HTTP field-name token")
+        }
+        self = name
+    }
 }

@@ -421,6 +421,13 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
         }
     }
 
+    @Test func theFieldNamesAreTheDraftsSpelling() {
+        #expect(HTTPField.Name.rateLimit.rawName == "RateLimit")
+        #expect(HTTPField.Name.rateLimitPolicy.rawName == "RateLimit-Policy")
+        #expect(HTTPField.Name.idempotencyKey.rawName == "Idempotency-Key")
+        #expect(HTTPField.Name.idempotentReplayed.rawName == "Idempotent-Replayed")
+    }
+
     @Test func framingThatParsersCouldReadTwoWaysIsRefused() async throws {
         try await withHTTPServer { server in
             // HEAD: no body (the next answer stays in step).

@@ -236,8 +236,16 @@ struct ProblemNotFoundMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 extension HTTPField.Name {
-    static let rateLimitPolicy = HTTPField.Name("RateLimit-Policy")!
-    static let rateLimit = HTTPField.Name("RateLimit")!
+    static let rateLimitPolicy = HTTPField.Name(token: "RateLimit-Policy")
+    static let rateLimit = HTTPField.Name(token: "RateLimit")
+
+    /// The name `token`, a literal of this file (a valid field name by construction).
+    private init(token: StaticString) {
+        guard let name = HTTPField.Name(token.description) else {
+            preconditionFailure("\(token) is not an HTTP field-name token")
+        }
+        self = name
+    }
 }
 
 /// Nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`), as the C baseline reads it.
