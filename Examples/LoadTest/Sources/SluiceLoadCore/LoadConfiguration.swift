@@ -17,8 +17,14 @@ public struct LoadConfiguration: Sendable, Hashable {
     }
 
     public var host: String = "127.0.0.1"
-    /// The server's port: the line protocol's, or the HTTP front's with ``http``.
-    public var port: Int = 7070
+    /// The servers' ports, one per `sluice-echo` instance on ``host``: the line protocol's, or
+    /// the HTTP front's with ``http``. Connection `i` goes to `ports[i % ports.count]` (see
+    /// ``port(forConnection:)``); the `STATS` (HTTP: `GET /metrics`) probes are taken on every
+    /// one, and the payment check sums their growth. Several instances share one store, so a
+    /// (key, idem) pair is charged once over all of them.
+    public var ports: [Int] = [7070]
+    /// The first of ``ports`` (the only one, unless several instances are driven).
+    public var port: Int { ports.first ?? 7070 }
     /// HTTP mode: the mix over HTTP/1.1 keep-alive connections to `sluice-echo`'s HTTP front
     /// (`POST /echo`, `POST /tap/<key>`, `POST /pay`, `GET /search/<key>?q=`), responses
     /// matched in order, the payment check against `GET /metrics`.
@@ -65,7 +71,7 @@ public struct LoadConfiguration: Sendable, Hashable {
 
     /// Checks every field; throws ``LoadError`` naming the first bad one.
     public func validate() throws(LoadError) {
-        if !(1...65535).contains(port) { throw LoadError("--port must be 1...65535", input: "\(port)") }
+        try validatePorts()
         if connections < 1 { throw LoadError("--connections must be at least 1", input: "\(connections)") }
         if depth < 1 { throw LoadError("--depth must be at least 1", input: "\(depth)") }
         if keys < 1 { throw LoadError("--keys must be at least 1", input: "\(keys)") }
@@ -86,6 +92,35 @@ public struct LoadConfiguration: Sendable, Hashable {
         if drivesEchoBaseline && (mix.includes(.tap) || mix.includes(.pay) || mix.includes(.search)) {
             let flag = rawEcho ? "--raw-echo sends bare lines" : "--verbatim-echo sends ECHO requests"
             throw LoadError("\(flag) only; drop --mix or use --mix echo=1", input: "\(mix)")
+        }
+    }
+
+    /// The port connection `index` (`0..<connections`) goes to: round-robin over ``ports``.
+    public func port(forConnection index: Int) -> Int {
+        ports.isEmpty ? 7070 : ports[index % ports.count]
+    }
+
+    /// How many of the ``connections`` go to each of ``ports``, in the order of ``ports``.
+    public var connectionsPerPort: [Int] {
+        guard !ports.isEmpty else { return [] }
+        return ports.indices.map { position in
+            connections / ports.count + (position < connections % ports.count ? 1 : 0)
+        }
+    }
+
+    /// ``ports``: at least one, each 1...65535 and listed once, and no more than
+    /// ``connections`` (a port without a connection would be probed but never driven).
+    private func validatePorts() throws(LoadError) {
+        guard !ports.isEmpty else { throw LoadError("--port: at least one port", input: "") }
+        var seen = Set<Int>()
+        for port in ports {
+            if !(1...65535).contains(port) { throw LoadError("--port must be 1...65535", input: "\(port)") }
+            if !seen.insert(port).inserted { throw LoadError("--port: port listed twice", input: "\(port)") }
+        }
+        if connections >= 1 && connections < ports.count {
+            throw LoadError(
+                "--connections must be at least the number of ports (\(ports.count)), or port \(ports[connections]) gets no connection",
+                input: "\(connections)")
         }
     }
 

@@ -6,8 +6,11 @@ public struct LoadOptions: ParsableArguments {
     @Option(help: "Server address (an IP literal or localhost).")
     public var host = "127.0.0.1"
 
-    @Option(help: "Server port (default 7070; 8080, the HTTP front's, with --http).")
-    public var port: Int?
+    @Option(help: ArgumentHelp(
+        "Server port, or a comma-separated list of ports of sluice-echo instances sharing one store (default 7070; 8080, the HTTP front's, with --http).",
+        discussion: "Connection i goes to the i-th port modulo their count. STATS (GET /metrics with --http) is read on every port before and after the run, and the payment check compares the charges summed over the instances with the pairs answered.",
+        valueName: "port[,port...]"))
+    public var port: String?
 
     @Flag(help: ArgumentHelp(
         "Drive sluice-echo's HTTP front: the same mix and checks over HTTP/1.1 keep-alive connections.",
@@ -77,7 +80,7 @@ public struct LoadOptions: ParsableArguments {
         var configuration = LoadConfiguration()
         configuration.host = host
         configuration.http = http
-        configuration.port = port ?? (http ? 8080 : 7070)
+        configuration.ports = try port.map(parsePortList) ?? [http ? 8080 : 7070]
         configuration.connections = connections
         configuration.depth = depth ?? (http ? 1 : 8)
         switch (duration, requests) {
