@@ -58,6 +58,10 @@ final class FakeHTTPServer: Sendable {
     private let ledger = Mutex(Ledger())
     private let responses = Atomic<Int>(0)
     private let requests = Atomic<Int>(0)
+    /// Connections that sent a request other than `GET /metrics` (the load's, not the probes').
+    let loadConnections = Atomic<Int>(0)
+    /// Requests whose `Host` field does not name this server's address and port.
+    let misdirectedRequests = Atomic<Int>(0)
     /// Open connection sockets, to shut down when the server stops.
     private let sockets = Mutex(Set<Int32>())
 
@@ -124,10 +128,16 @@ final class FakeHTTPServer: Sendable {
         }
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        var counted = false
         while true {
             // Answer every whole request buffered, in order.
             while let (request, length) = FakeHTTPRequest.parse(buffer) {
                 buffer.removeFirst(length)
+                if !counted && !(request.method == "GET" && request.path == "/metrics") {
+                    counted = true
+                    loadConnections.wrappingAdd(1, ordering: .relaxed)
+                }
+                if request.fields["host"] != "127.0.0.1:\(port)" { misdirectedRequests.wrappingAdd(1, ordering: .relaxed) }
                 let number = requests.wrappingAdd(1, ordering: .relaxed).newValue
                 if case .hangUp(let hungUp) = fault, hungUp == number { return }
                 guard respond(to: request, on: socket) else {

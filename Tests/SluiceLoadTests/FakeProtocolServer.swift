@@ -21,8 +21,9 @@ final class FakeProtocolServer: Sendable {
         case corruptEcho
     }
 
+    /// This instance's counters (what its `STATS` reports): the charges it made itself, also
+    /// when its (key, idem) records are in a store shared with other instances.
     struct Ledger: Sendable {
-        var charges: [String: String] = [:]
         var payments = 0
         var taps = 0
         var searches = 0
@@ -31,10 +32,14 @@ final class FakeProtocolServer: Sendable {
     let fault: Fault
     let ledger = Mutex(Ledger())
     let requests = Atomic<Int>(0)
-    let chargeCounter = Atomic<Int>(0)
+    /// The (key, idem) records: this server's own unless it is given one shared with others.
+    let store: FakeChargeStore
+    /// Connections that sent a request other than `STATS` (the load's, not the probes').
+    let loadConnections = Atomic<Int>(0)
 
-    init(fault: Fault) {
+    init(fault: Fault, store: FakeChargeStore = FakeChargeStore()) {
         self.fault = fault
+        self.store = store
     }
 
     /// The reply to one request line, or `nil` for no reply (SEARCH replies later).
@@ -58,14 +63,8 @@ final class FakeProtocolServer: Sendable {
         case "PAY":
             let args = rest.split(separator: " ").map(String.init)
             guard args.count == 3 else { return "\(id) ERR usage PAY" }
-            let record = args[0] + " " + args[1]
-            let (charge, replayed) = ledger.withSanitizedLock { ledger -> (String, Bool) in
-                if fault != .chargeEveryPay, let known = ledger.charges[record] { return (known, true) }
-                ledger.payments += 1
-                let charge = "ch\(chargeCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
-                ledger.charges[record] = charge
-                return (charge, false)
-            }
+            let (charge, replayed) = store.charge(args[0] + " " + args[1], idempotent: fault != .chargeEveryPay)
+            if !replayed { ledger.withSanitizedLock { $0.payments += 1 } }
             return "\(id) OK charge=\(charge)" + (replayed ? " replayed=true" : "")
         case "SEARCH":
             let args = rest.split(separator: " ", maxSplits: 1).map(String.init)
@@ -87,6 +86,8 @@ final class FakeProtocolServer: Sendable {
 final class FakeHandler: TCPConnectionHandler {
     let server: FakeProtocolServer?
     let corruptRaw: Bool
+    /// Whether this connection was counted in the server's `loadConnections`.
+    private var counted = false
 
     init(server: FakeProtocolServer?, corruptRaw: Bool = false) {
         self.server = server
@@ -103,7 +104,12 @@ final class FakeHandler: TCPConnectionHandler {
             reply.withUnsafeBytes { _ = connection.write($0) }
             return
         }
-        if let reply = server.reply(to: String(decoding: line, as: UTF8.self), connection: connection) {
+        let text = String(decoding: line, as: UTF8.self)
+        if !counted && !text.hasSuffix(" STATS") {
+            counted = true
+            server.loadConnections.wrappingAdd(1, ordering: .relaxed)
+        }
+        if let reply = server.reply(to: text, connection: connection) {
             connection.write(reply + "\n")
         }
     }

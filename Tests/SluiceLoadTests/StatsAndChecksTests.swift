@@ -98,8 +98,11 @@ struct CorrectnessCheckTests {
         outcome.uniquePairs = 7
         outcome.chargedPairs = 6
         outcome.busyReplies = 1
-        outcome.statsBefore = ServerStats(fields: ["payments": 40, "declines": 2])
-        outcome.statsAfter = ServerStats(fields: ["payments": 46, "declines": 2])
+        outcome.instances = [
+            InstanceStats(
+                port: 7070, before: ServerStats(fields: ["payments": 40, "declines": 2]),
+                after: ServerStats(fields: ["payments": 46, "declines": 2]))
+        ]
         return outcome
     }
 
@@ -139,12 +142,12 @@ struct CorrectnessCheckTests {
         case "unexpected status": outcome.unexpectedReplies = 1
         case "bad echo": outcome.badReplies = 1
         case "closed early": outcome.connectionsClosedEarly = 1
-        case "double charge": outcome.statsAfter = ServerStats(fields: ["payments": 47, "declines": 2])
-        case "lost charge": outcome.statsAfter = ServerStats(fields: ["payments": 45, "declines": 2])
+        case "double charge": outcome.instances[0].after = ServerStats(fields: ["payments": 47, "declines": 2])
+        case "lost charge": outcome.instances[0].after = ServerStats(fields: ["payments": 45, "declines": 2])
         case "two charge ids": outcome.conflictingPairs = 1
-        case "a decline": outcome.statsAfter = ServerStats(fields: ["payments": 46, "declines": 3])
-        case "no STATS": outcome.statsAfter = nil
-        case "a busy pair charged": outcome.statsAfter = ServerStats(fields: ["payments": 47, "declines": 2])
+        case "a decline": outcome.instances[0].after = ServerStats(fields: ["payments": 46, "declines": 3])
+        case "no STATS": outcome.instances[0].after = nil
+        case "a busy pair charged": outcome.instances[0].after = ServerStats(fields: ["payments": 47, "declines": 2])
         default: Issue.record("unknown fault \(fault)")
         }
         let results = CorrectnessChecks.evaluate(outcome)

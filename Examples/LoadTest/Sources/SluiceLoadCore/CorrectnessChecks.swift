@@ -45,10 +45,26 @@ public struct LoadOutcome: Sendable, Hashable, Codable {
     public var declinedPairs = 0
     /// Pairs whose replies named two different charge ids, or both a charge and a decline.
     public var conflictingPairs = 0
-    /// `STATS` (HTTP: `GET /metrics`) before and after the run (protocol mode, when the server
-    /// answers it).
-    public var statsBefore: ServerStats?
-    public var statsAfter: ServerStats?
+    /// `STATS` (HTTP: `GET /metrics`) before and after the run, one entry per instance (per
+    /// port), in the order of the ports; empty when nothing was probed (the echo baselines).
+    public var instances: [InstanceStats] = []
+
+    /// The counters before the run summed over ``instances`` (the one instance's when a single
+    /// port is driven); `nil` when an instance did not answer or none was probed.
+    public var statsBefore: ServerStats? { Self.summed(instances.map(\.before)) }
+    /// The counters after the run summed over ``instances``; `nil` when an instance did not
+    /// answer or none was probed.
+    public var statsAfter: ServerStats? { Self.summed(instances.map(\.after)) }
+
+    private static func summed(_ stats: [ServerStats?]) -> ServerStats? {
+        guard !stats.isEmpty else { return nil }
+        var present: [ServerStats] = []
+        for each in stats {
+            guard let each else { return nil }
+            present.append(each)
+        }
+        return ServerStats.summed(present)
+    }
 
     public init() {}
 }
@@ -67,9 +83,10 @@ public struct CheckResult: Sendable, Hashable, Codable {
 }
 
 /// The correctness checks of a load run: every request got exactly one reply, PAY charges (from
-/// `STATS`, or `GET /metrics` over HTTP) equal the (key, idem) pairs answered with a charge, no
-/// unexpected `ERR` (HTTP: error status); plus replies that match their requests, only statuses
-/// the protocol allows, and connections that stayed open.
+/// `STATS`, or `GET /metrics` over HTTP, summed over the instances of ``LoadOutcome/instances``)
+/// equal the (key, idem) pairs answered with a charge, no unexpected `ERR` (HTTP: error status);
+/// plus replies that match their requests, only statuses the protocol allows, and connections
+/// that stayed open.
 public enum CorrectnessChecks {
     /// Evaluates every check that applies to `outcome`.
     public static func evaluate(_ outcome: LoadOutcome) -> [CheckResult] {
@@ -131,30 +148,25 @@ public enum CorrectnessChecks {
         let name = outcome.http
             ? "PAY charges (/metrics) = (key, Idempotency-Key) pairs answered 201"
             : "PAY charges (STATS) = (key, idem) pairs answered OK"
-        guard let before = outcome.statsBefore, let after = outcome.statsAfter else {
-            let source = outcome.http ? "GET /metrics did not answer 200" : "the server did not answer STATS"
-            return CheckResult(name: name, passed: false, detail: "\(source) \(outcome.statsBefore == nil ? "before" : "after") the run")
+        let growth: PaymentGrowth
+        do {
+            growth = try PaymentGrowth(probes: outcome.instances, http: outcome.http)
+        } catch {
+            return CheckResult(name: name, passed: false, detail: error.description)
         }
-        var notes = ""
-        let charged: Int
-        if outcome.http {
-            // A counter nothing has incremented yet may be missing from a metrics page.
-            if before.payments == nil || after.payments == nil {
-                notes = " (sluice_payments_total missing \(before.payments == nil ? "before" : "after") the run: read as 0)"
-            }
-            charged = (after.payments ?? 0) - (before.payments ?? 0)
-        } else {
-            guard let beforePayments = before.payments, let afterPayments = after.payments else {
-                return CheckResult(name: name, passed: false, detail: "the server did not report payments= in STATS")
-            }
-            charged = afterPayments - beforePayments
+        let charged = growth.charges
+        let declined = growth.declines
+        // Several instances: each one's share, so a lopsided or silent instance shows.
+        var perInstance = ""
+        if growth.instances.count > 1 {
+            perInstance = " (" + growth.instances.map { "\($0.port): \($0.charges)" }.joined(separator: ", ") + ")"
         }
-        let declined = (after.declines ?? 0) - (before.declines ?? 0)
+        let notes = growth.notes.isEmpty ? "" : " (" + growth.notes.joined(separator: "; ") + ")"
         let passed = charged == outcome.chargedPairs && declined == outcome.declinedPairs && outcome.conflictingPairs == 0
         let answered = outcome.http ? "pairs answered 201" : "pairs answered OK"
         return CheckResult(
             name: name, passed: passed,
-            detail: "charges=\(charged) \(answered)=\(outcome.chargedPairs) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs declined=\(outcome.declinedPairs) pairs with two answers=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)\(notes)"
+            detail: "charges=\(charged)\(perInstance) \(answered)=\(outcome.chargedPairs) unique pairs=\(outcome.uniquePairs) declines=\(declined) pairs declined=\(outcome.declinedPairs) pairs with two answers=\(outcome.conflictingPairs) PAYs sent=\(outcome.paySent)\(notes)"
         )
     }
 }

@@ -39,6 +39,8 @@ final class HTTPLoadConnection: HTTPClientHandler, LoadClient, @unchecked Sendab
     static let parser = HTTPResponseParser()
 
     let index: Int
+    /// The port of the instance this connection drives (and reconnects to).
+    private let port: Int
     private let state: LoopState
     private let shared: LoadShared
     private var encoder: HTTPRequestEncoder
@@ -61,23 +63,24 @@ final class HTTPLoadConnection: HTTPClientHandler, LoadClient, @unchecked Sendab
     /// Until the first connection opens: where to say whether it did (`nil`) or why not.
     private var reportFirstOpen: (@Sendable (String?) -> Void)?
 
-    private init(index: Int, state: LoopState) {
+    private init(index: Int, port: Int, state: LoopState) {
         self.index = index
+        self.port = port
         self.state = state
         self.shared = state.shared
         let configuration = state.shared.configuration
         self.encoder = HTTPRequestEncoder(
-            host: configuration.host, port: configuration.port,
+            host: configuration.host, port: port,
             keyPrefix: String(decoding: state.shared.keyPrefix, as: UTF8.self),
             idemPrefix: String(decoding: state.shared.idemPrefix, as: UTF8.self), echoBody: state.shared.payload)
     }
 
-    /// Opens connection `index` on `state`'s loop. Returns once it is connected (it is then
-    /// one of `state.connections`), or why it could not be.
-    static func connect(index: Int, state: LoopState) async -> String? {
+    /// Opens connection `index` to `port` on `state`'s loop. Returns once it is connected (it is
+    /// then one of `state.connections`), or why it could not be.
+    static func connect(index: Int, port: Int, state: LoopState) async -> String? {
         await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
             state.loop.execute {
-                let connection = HTTPLoadConnection(index: index, state: state)
+                let connection = HTTPLoadConnection(index: index, port: port, state: state)
                 connection.reportFirstOpen = { continuation.resume(returning: $0) }
                 connection.open()
             }
@@ -181,7 +184,7 @@ final class HTTPLoadConnection: HTTPClientHandler, LoadClient, @unchecked Sendab
         let configuration = shared.configuration
         connected = false
         transport = HTTPClientConnection.open(
-            host: configuration.host, port: configuration.port, on: state.loop, parser: Self.parser, handler: self)
+            host: configuration.host, port: port, on: state.loop, parser: Self.parser, handler: self)
         guard transport == nil else { return }
         if everOpened {
             lost(reason: "cannot create a bufferevent")

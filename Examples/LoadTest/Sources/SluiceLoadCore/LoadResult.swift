@@ -49,7 +49,8 @@ public struct LoadResult: Sendable {
             if c.rate != nil { mode += ", depth \(c.depth)" }
             if c.depth > 1 { mode += " (pipelined)" }
         }
-        out += "sluice-load \(c.host):\(c.port)  \(c.connections) connections, \(mode), \(c.limit)"
+        let ports = c.ports.map(String.init).joined(separator: ",")
+        out += "sluice-load \(c.host):\(ports)  \(c.connections) connections\(c.ports.count > 1 ? " round-robin over \(c.ports.count) ports" : ""), \(mode), \(c.limit)"
         out += c.rawEcho ? ", raw echo (\(c.lineBytes)-byte lines)\n"
             : c.verbatimEcho ? ", ECHO to a verbatim echo server (\(c.echoBytes)-byte text)\n\n" : ", mix \(c.mix), \(c.keys) keys \(c.keyDistribution), dup-ratio \(c.dupRatio)\n\n"
         out += row(["verb", "status", "count", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]) + "\n"
@@ -67,6 +68,10 @@ public struct LoadResult: Sendable {
         if outcome.paySent > 0 {
             out += "payments: \(ledger.uniquePairsSent) unique pairs, \(ledger.duplicatesSent) duplicates sent\n"
         }
+        if c.ports.count > 1 {
+            out += "instances:\n"
+            for line in instanceLines { out += "  \(line)\n" }
+        }
         if c.http {
             let statuses = outcome.httpStatuses.sorted { (Int($0.key) ?? 0) < (Int($1.key) ?? 0) }
             out += "HTTP statuses: " + (statuses.isEmpty ? "none" : statuses.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
@@ -82,6 +87,35 @@ public struct LoadResult: Sendable {
         }
         out += passed ? "\nresult: PASS\n" : "\nresult: FAIL\n"
         return out
+    }
+
+    /// One line per instance (port): its connections and what its payment counters grew by.
+    private var instanceLines: [String] {
+        let c = configuration
+        let perPort = c.connectionsPerPort
+        return c.ports.enumerated().map { position, port in
+            let connections = position < perPort.count ? perPort[position] : 0
+            var line = "port \(port): \(connections) connection\(connections == 1 ? "" : "s")"
+            guard let probe = outcome.instances.first(where: { $0.port == port }) else { return line }
+            if let before = probe.before, let after = probe.after {
+                let charges = Self.growth(before.payments, after.payments, http: c.http)
+                let declines = Self.growth(before.declines, after.declines, http: true)
+                line += ", charges +\(charges.map(String.init) ?? "?") declines +\(declines.map(String.init) ?? "?")"
+            } else {
+                let probeName = c.http ? "GET /metrics" : "STATS"
+                let when = probe.before == nil && probe.after == nil ? "before and after" : probe.before == nil ? "before" : "after"
+                line += ", no \(probeName) answer \(when) the run"
+            }
+            return line
+        }
+    }
+
+    /// How much a counter grew; over HTTP (and for declines) a counter missing from the page
+    /// reads as 0, as in the payment check; `nil` when it is missing from `STATS`.
+    static func growth(_ before: Int?, _ after: Int?, http: Bool) -> Int? {
+        if http { return (after ?? 0) - (before ?? 0) }
+        guard let before, let after else { return nil }
+        return after - before
     }
 
     private func latencyCells(_ summary: LatencySummary) -> [String] {
@@ -117,15 +151,33 @@ public struct LoadResult: Sendable {
         case .requests(let count): requests = count
         }
         return LoadSummary(
-            host: c.host, port: c.port, connections: c.connections, depth: c.depth, durationSeconds: durationSeconds,
+            host: c.host, port: c.port, ports: c.ports, connections: c.connections, depth: c.depth, durationSeconds: durationSeconds,
             requests: requests, mix: c.mix.description, keys: c.keys, keyDistribution: c.keyDistribution.description,
             dupRatio: c.dupRatio, rate: c.rate, rawEcho: c.rawEcho, verbatimEcho: c.verbatimEcho, http: c.http, loops: c.loops,
             elapsedSeconds: Double(elapsed.nanosecondsClamped) / 1e9, sent: stats.totalSent, replies: stats.totalReplies,
             throughput: throughput, latencyMicroseconds: LatencySummary(stats.overall), perVerb: perVerb,
             uniquePayPairs: ledger.uniquePairsSent, duplicatePaysSent: ledger.duplicatesSent,
             statsBefore: outcome.statsBefore, statsAfter: outcome.statsAfter,
+            instances: instanceSummaries,
             httpStatuses: c.http ? outcome.httpStatuses : nil, reconnects: c.http ? outcome.reconnects : nil,
             checks: checks, passed: passed)
+    }
+
+    /// Each instance's probes and growth, for the JSON.
+    private var instanceSummaries: [LoadSummary.InstanceSummary] {
+        let perPort = configuration.connectionsPerPort
+        return configuration.ports.enumerated().map { position, port in
+            let probe = outcome.instances.first { $0.port == port }
+            var charges: Int?
+            var declines: Int?
+            if let before = probe?.before, let after = probe?.after {
+                charges = Self.growth(before.payments, after.payments, http: configuration.http)
+                declines = Self.growth(before.declines, after.declines, http: true)
+            }
+            return LoadSummary.InstanceSummary(
+                port: port, connections: position < perPort.count ? perPort[position] : 0,
+                statsBefore: probe?.before, statsAfter: probe?.after, charges: charges, declines: declines)
+        }
     }
 
     /// The result as pretty-printed JSON.
@@ -145,8 +197,24 @@ public struct LoadSummary: Sendable, Codable, Hashable {
         public var latencyMicroseconds: LatencySummary
     }
 
+    /// One instance's part in the run.
+    public struct InstanceSummary: Sendable, Codable, Hashable {
+        public var port: Int
+        /// Connections that went to this instance.
+        public var connections: Int
+        public var statsBefore: ServerStats?
+        public var statsAfter: ServerStats?
+        /// Growth of its `payments` (HTTP: `sluice_payments_total`), when both probes answered.
+        public var charges: Int?
+        /// Growth of its `declines`, when both probes answered.
+        public var declines: Int?
+    }
+
     public var host: String
+    /// The first of ``ports`` (the only one, unless several instances were driven).
     public var port: Int
+    /// Every port driven, one per instance.
+    public var ports: [Int]
     public var connections: Int
     public var depth: Int
     public var durationSeconds: Double?
@@ -169,8 +237,13 @@ public struct LoadSummary: Sendable, Codable, Hashable {
     public var perVerb: [VerbSummary]
     public var uniquePayPairs: Int
     public var duplicatePaysSent: Int
+    /// The counters before the run, summed over the instances (`nil` when one did not answer).
     public var statsBefore: ServerStats?
+    /// The counters after the run, summed over the instances (`nil` when one did not answer).
     public var statsAfter: ServerStats?
+    /// Per port: its connections, its probes and what its payment counters grew by (no probes
+    /// for the echo baselines).
+    public var instances: [InstanceSummary]
     /// HTTP: responses per status code.
     public var httpStatuses: [String: Int]?
     /// HTTP: connections reopened after the server closed one.

@@ -43,37 +43,28 @@ public enum LoadRunner {
         let shared = try LoadShared(configuration: configuration, nonce: nonce)
         let states = group.loops.map { LoopState(loop: $0, shared: shared, seed: seedSource.next()) }
 
-        // STATS (HTTP: GET /metrics) before; the echo baselines have neither.
+        // STATS (HTTP: GET /metrics) before, on every instance; the echo baselines have neither.
         var probeNotes: [String] = []
-        var statsBefore: ServerStats?
-        if configuration.http {
-            switch await HTTPProbe.send(.metrics, host: configuration.host, port: configuration.port, on: group.loops[0]) {
-            case .unreachable(let reason):
-                throw LoadError("cannot connect to \(configuration.host):\(configuration.port): \(reason)", input: "")
-            case let outcome:
-                statsBefore = metrics(outcome, when: "before", notes: &probeNotes)
+        var instances: [InstanceStats] = []
+        if !configuration.drivesEchoBaseline {
+            for port in configuration.ports {
+                let probe = await probe(configuration, port: port, on: group.loops[0], when: "before", notes: &probeNotes)
+                if let unreachable = probe.unreachable {
+                    throw LoadError("cannot connect to \(configuration.host):\(port): \(unreachable)", input: "")
+                }
+                instances.append(InstanceStats(port: port, before: probe.stats))
             }
-        } else if !configuration.drivesEchoBaseline {
-            let control: ControlConnection
-            do {
-                control = try await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
-            } catch {
-                throw LoadError("cannot connect to \(configuration.host):\(configuration.port): \(error.message)", input: "")
-            }
-            statsBefore = await control.stats()
-            // A connection for each probe: one kept open through a long run would be closed by
-            // the server's idle timeout before the last probe.
-            control.close()
         }
 
         for index in 0..<configuration.connections {
             let state = states[index % states.count]
+            let port = configuration.port(forConnection: index)
             var failure: String?
             if configuration.http {
-                failure = await HTTPLoadConnection.connect(index: index, state: state)
+                failure = await HTTPLoadConnection.connect(index: index, port: port, state: state)
             } else {
                 do {
-                    _ = try await TCPClient.connect(host: configuration.host, port: configuration.port, on: state.loop) { _ in
+                    _ = try await TCPClient.connect(host: configuration.host, port: port, on: state.loop) { _ in
                         LoadConnection(index: index, state: state)
                     }
                 } catch {
@@ -83,7 +74,8 @@ public enum LoadRunner {
             if let failure {
                 shared.finished.store(true, ordering: .relaxed)
                 for state in states { _ = await state.loop.submit { state.finish() } }
-                throw LoadError("cannot open connection \(index + 1) of \(configuration.connections): \(failure)", input: "")
+                throw LoadError(
+                    "cannot open connection \(index + 1) of \(configuration.connections) to \(configuration.host):\(port): \(failure)", input: "")
             }
         }
 
@@ -95,14 +87,10 @@ public enum LoadRunner {
             state.loop.execute { state.start(at: start.nanoseconds) }
         }
         let ended = await waitForEnd(configuration: configuration, shared: shared, states: states, start: start, progress: progress)
-        var statsAfter: ServerStats?
-        if configuration.http {
-            let outcome = await HTTPProbe.send(.metrics, host: configuration.host, port: configuration.port, on: group.loops[0])
-            statsAfter = metrics(outcome, when: "after", notes: &probeNotes)
-        } else if !configuration.drivesEchoBaseline {
-            let probe = try? await ControlConnection.connect(host: configuration.host, port: configuration.port, on: group.loops[0])
-            statsAfter = await probe?.stats()
-            probe?.close()
+        // STATS (HTTP: GET /metrics) after, on every instance probed before.
+        for position in instances.indices {
+            let probe = await probe(configuration, port: instances[position].port, on: group.loops[0], when: "after", notes: &probeNotes)
+            instances[position].after = probe.stats
         }
 
         shared.finished.store(true, ordering: .relaxed)
@@ -123,25 +111,50 @@ public enum LoadRunner {
         outcome.declinedPairs = ledger.declinedPairs.count
         outcome.conflictingPairs = ledger.conflictingPairs.count
         outcome.http = configuration.http
-        outcome.statsBefore = statsBefore
-        outcome.statsAfter = statsAfter
+        outcome.instances = instances
         return LoadResult(
             configuration: configuration, elapsed: ended - start, stats: stats, ledger: ledger, outcome: outcome,
             checks: CorrectnessChecks.evaluate(outcome), samples: Array(samples.prefix(10)))
     }
 
-    /// The counters of a `GET /metrics` probe, or `nil` (with a note saying why) when it did not
-    /// answer 200.
-    private static func metrics(_ outcome: HTTPProbe.Outcome, when: String, notes: inout [String]) -> ServerStats? {
-        switch outcome {
-        case .answered(200, let body):
-            return ServerStats(metrics: body)
-        case .answered(let status, let body):
-            notes.append("GET /metrics \(when) the run: status \(status) \(body.prefix(120))")
-        case .unreachable(let reason), .failed(let reason):
-            notes.append("GET /metrics \(when) the run: \(reason)")
+    /// What one probe of an instance got: its counters, or `nil` when it did not answer (then,
+    /// when it could not even be reached, why).
+    private struct Probe {
+        var stats: ServerStats?
+        var unreachable: String?
+    }
+
+    /// Reads the counters of the instance on `port`: `STATS` on a connection of its own (one
+    /// kept open through a long run would be closed by the server's idle timeout before the last
+    /// probe), or `GET /metrics` over HTTP (a note says why, when it does not answer 200).
+    private static func probe(
+        _ configuration: LoadConfiguration, port: Int, on loop: EventLoop, when: String, notes: inout [String]
+    ) async -> Probe {
+        if configuration.http {
+            let outcome = await HTTPProbe.send(.metrics, host: configuration.host, port: port, on: loop)
+            switch outcome {
+            case .answered(200, let body):
+                return Probe(stats: ServerStats(metrics: body))
+            case .answered(let status, let body):
+                notes.append("GET /metrics on port \(port) \(when) the run: status \(status) \(body.prefix(120))")
+                return Probe()
+            case .unreachable(let reason):
+                notes.append("GET /metrics on port \(port) \(when) the run: \(reason)")
+                return Probe(unreachable: reason)
+            case .failed(let reason):
+                notes.append("GET /metrics on port \(port) \(when) the run: \(reason)")
+                return Probe()
+            }
         }
-        return nil
+        let control: ControlConnection
+        do {
+            control = try await ControlConnection.connect(host: configuration.host, port: port, on: loop)
+        } catch {
+            return Probe(unreachable: error.message)
+        }
+        let stats = await control.stats()
+        control.close()
+        return Probe(stats: stats)
     }
 
     /// Waits until every request sent has its reply after sending stopped (or the drain timeout

@@ -36,6 +36,14 @@ public struct ServerStats: Sendable, Hashable, Codable {
         self.fields = fields
     }
 
+    /// The counters of several instances added up, field by field (a field one of them lacks
+    /// counts as 0 there).
+    public static func summed(_ stats: [ServerStats]) -> ServerStats {
+        var fields: [String: Int] = [:]
+        for each in stats { fields.merge(each.fields, uniquingKeysWith: +) }
+        return ServerStats(fields: fields)
+    }
+
     /// Processor charges.
     public var payments: Int? { fields["payments"] }
     /// Stored declines.
