@@ -29,6 +29,10 @@ public enum GateOutcome<Output: Sendable>: Sendable {
     case busy
     /// The gate is shutting down and takes no new requests.
     case shuttingDown
+    /// The plugin's shared store did not answer and its ``StoreFailureMode`` refuses rather than
+    /// guesses: nothing ran (HTTP 503). An idempotent request is never let through without its
+    /// record.
+    case unavailable
 }
 
 extension GateOutcome {
@@ -43,6 +47,20 @@ extension GateOutcome {
         switch self {
         case .ran(_, let info), .failed(_, let info): info
         default: nil
+        }
+    }
+
+    /// This outcome marked as decided by this process alone (``RunInfo/Guarantee/local``).
+    public var decidedLocally: GateOutcome {
+        switch self {
+        case .ran(let output, var info):
+            info.guarantee = .local
+            return .ran(output, info)
+        case .failed(let error, var info):
+            info.guarantee = .local
+            return .failed(error, info)
+        default:
+            return self
         }
     }
 }
@@ -60,15 +78,28 @@ public struct RunInfo: Sendable, Hashable {
         case joined
     }
 
+    /// How far the decision holds: across every instance sharing the plugin's store, or only
+    /// in this process.
+    public enum Guarantee: Sendable, Hashable {
+        /// The plugin's store decided (its own memory, or the shared store it was given).
+        case store
+        /// The shared store did not answer and this process decided alone
+        /// (``StoreFailureMode/local``): another instance may decide otherwise.
+        case local
+    }
+
     /// Where the result came from.
     public var source: Source
     /// For rate-limited plugins, the limiter's state after this request.
     public var rateLimit: RateLimitDecision?
+    /// Whether the store decided, or this process alone while its shared store was unavailable.
+    public var guarantee: Guarantee
 
     /// Creates run information.
-    public init(source: Source, rateLimit: RateLimitDecision? = nil) {
+    public init(source: Source, rateLimit: RateLimitDecision? = nil, guarantee: Guarantee = .store) {
         self.source = source
         self.rateLimit = rateLimit
+        self.guarantee = guarantee
     }
 
     /// This request's own execution, no rate limit.

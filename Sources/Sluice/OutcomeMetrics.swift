@@ -10,7 +10,7 @@ final class OutcomeMetrics: Sendable {
     /// The outcome label of each kind, in the order of ``index(of:)``.
     static let labels = [
         "executed", "replayed", "joined", "failed", "throttled", "limited", "superseded", "cancelled", "mismatch",
-        "conflict", "busy", "shutting_down",
+        "conflict", "busy", "shutting_down", "unavailable",
     ]
 
     private let counters: [Counter]
@@ -49,6 +49,7 @@ final class OutcomeMetrics: Sendable {
         case .conflict: return 9
         case .busy: return 10
         case .shuttingDown: return 11
+        case .unavailable: return 12
         }
     }
 }

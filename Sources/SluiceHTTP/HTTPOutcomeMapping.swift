@@ -53,6 +53,11 @@ public enum HTTPOutcomeMapping {
             return HTTPProblem(.internalServerError, "internal", detail: "the request's effect failed").answer
         case .shuttingDown:
             return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server is shutting down").answer
+        case .unavailable:
+            var answer = HTTPProblem(
+                .serviceUnavailable, "unavailable", detail: "the shared store did not answer; nothing was done").answer
+            answer.fields[.retryAfter] = "1"
+            return answer
         }
     }
 
@@ -81,8 +86,10 @@ public enum HTTPOutcomeMapping {
     }
 
     /// Marks an answer replayed from an idempotency record (or shared by a duplicate that joined
-    /// the running first request): `Idempotent-Replayed: true`.
+    /// the running first request): `Idempotent-Replayed: true`; and one decided by this instance
+    /// alone while its shared store was unavailable: `Sluice-Guarantee: local`.
     public static func markReplayed(_ answer: inout HTTPAnswer, _ info: RunInfo) {
         if info.source != .executed { answer.fields[.idempotentReplayed] = "true" }
+        if info.guarantee == .local { answer.fields[.sluiceGuarantee] = "local" }
     }
 }

@@ -71,6 +71,9 @@ extension HTTPField.Name {
     public static let idempotencyKey = HTTPField.Name(token: "Idempotency-Key")
     /// `Idempotent-Replayed: true` on an answer replayed from an idempotency record.
     public static let idempotentReplayed = HTTPField.Name(token: "Idempotent-Replayed")
+    /// `Sluice-Guarantee: local` on an answer this instance decided alone because its shared
+    /// store did not answer (the store's `local` failure mode).
+    public static let sluiceGuarantee = HTTPField.Name(token: "Sluice-Guarantee")
 
     /// The name `token`, a literal of this file: a valid field name by construction (the tests
     /// read each back), so the failable initializer's `nil` is not a case a request can reach.

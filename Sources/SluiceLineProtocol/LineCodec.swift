@@ -59,7 +59,7 @@ extension LineReply {
     /// The standard replies: `THROTTLED retry-after-ms=<n>` ·
     /// `LIMITED retry-after-ms=<n> limit=<n> remaining=<n> reset-ms=<n>` · `SUPERSEDED` ·
     /// `CANCELLED` · `MISMATCH` · `ERR conflict` · `ERR busy` · `ERR internal` (an effect that
-    /// failed) · `ERR shutting-down`. A `GateOutcome/ran(_:_:)` outcome, which only the codec
+    /// failed) · `ERR shutting-down` · `ERR unavailable` (a shared store did not answer). A `GateOutcome/ran(_:_:)` outcome, which only the codec
     /// can render, becomes `OK`.
     public mutating func appendStandard<Output>(_ outcome: GateOutcome<Output>) {
         switch outcome {
@@ -86,6 +86,8 @@ extension LineReply {
             append("ERR internal")
         case .shuttingDown:
             append("ERR shutting-down")
+        case .unavailable:
+            append("ERR unavailable")
         }
     }
 

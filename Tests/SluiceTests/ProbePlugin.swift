@@ -100,6 +100,7 @@ extension GateOutcome {
         case .conflict: "conflict"
         case .busy: "busy"
         case .shuttingDown: "shuttingDown"
+        case .unavailable: "unavailable"
         }
     }
 }

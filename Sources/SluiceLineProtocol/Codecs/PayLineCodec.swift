@@ -2,9 +2,11 @@ import Sluice
 import SluicePayment
 
 /// `PAY <key> <idem> <amount>` → `OK charge=<cid>` · `DECLINED reason=<r>` · either with
-/// ` replayed=true` (a duplicate: joined while it ran, or replayed after) · `MISMATCH` ·
-/// `CANCELLED` · `ERR conflict` (a duplicate while it runs, when duplicates are refused) ·
-/// `ERR busy`; `ERR bad-amount` for an amount that is not an integer 1…999,999,999.
+/// ` replayed=true` (a duplicate: joined while it ran, or replayed after) and
+/// ` guarantee=local` (decided by this instance alone: its shared store did not answer) ·
+/// `MISMATCH` · `CANCELLED` · `ERR conflict` (a duplicate while it runs, when duplicates are
+/// refused) · `ERR busy` · `ERR unavailable` (the shared store did not answer); `ERR bad-amount`
+/// for an amount that is not an integer 1…999,999,999.
 public struct PayLineCodec: LineCodec {
     public typealias Plugin = PaymentPlugin
 
@@ -37,5 +39,6 @@ public struct PayLineCodec: LineCodec {
             reply.append(reason)
         }
         if info.source != .executed { reply.append(" replayed=true") }
+        if info.guarantee == .local { reply.append(" guarantee=local") }
     }
 }
