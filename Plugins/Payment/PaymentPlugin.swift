@@ -44,14 +44,17 @@ public struct PaymentPlugin: GatePlugin {
     public static let defaultRecordsPerKey = 100
 
     /// A plugin keeping records for `retention`, charging through `processor`; a duplicate that
-    /// arrives while the first runs joins it (`.join`) or is refused (`.reject`). One account
+    /// arrives while the first runs joins it (`.join`) or is refused (`.reject`). On a shared
+    /// store, a running charge holds its record for `lease` at a time and renews it while it runs
+    /// (a lease that runs out means its owner died, and another instance may take it over). One account
     /// opens at most `recordsPerKey` new payments back to back and `recordsPerKey` more per
     /// `retention`; past that its new payments are refused (`busy`), and only its own.
     ///
-    /// - Throws: `SluiceError` with code `invalidOption` when `retention` is not positive or
-    ///   `recordsPerKey` is below 1.
+    /// - Throws: `SluiceError` with code `invalidOption` when `retention` or `lease` is not
+    ///   positive or `recordsPerKey` is below 1.
     public init(
         retention: Duration = IdempotencyOptions.payment.retention,
+        lease: Duration = IdempotencyOptions.payment.lease,
         concurrent: IdempotencyOptions.Concurrent = IdempotencyOptions.payment.concurrent,
         recordsPerKey: Int? = PaymentPlugin.defaultRecordsPerKey,
         processor: any PaymentProcessor
@@ -59,7 +62,7 @@ public struct PaymentPlugin: GatePlugin {
         let preset = IdempotencyOptions.payment
         policy = .idempotent(
             try IdempotencyOptions(
-                retention: retention, lease: preset.lease, concurrent: concurrent, cacheErrors: preset.cacheErrors,
+                retention: retention, lease: lease, concurrent: concurrent, cacheErrors: preset.cacheErrors,
                 recordsPerKey: recordsPerKey))
         self.processor = processor
     }
@@ -113,7 +116,7 @@ public struct PaymentPlugin: GatePlugin {
 }
 
 /// What a charge came to.
-public enum PaymentOutcome: Sendable, Hashable {
+public enum PaymentOutcome: Sendable, Hashable, Codable {
     /// Charged, with the processor's charge id.
     case charged(String)
     /// Declined, with a reason such as `amount-limit`.

@@ -136,6 +136,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline @exclusivity(unchecked) var recordQuota: RateLimitTable<String>?
     @usableFromInline @exclusivity(unchecked) var sideBudget: SideStateBudget?
     @usableFromInline let tallyBudget: MemoryBudget
+    /// The shared store the policy decides with, when the plugin was registered with one (its
+    /// tables then hold the local fallback's state).
+    @usableFromInline let shared: SharedLaneState<Output>?
     @usableFromInline @exclusivity(unchecked) var tally: KeyTable<String, TallyState>?
 
     @usableFromInline @exclusivity(unchecked) var executions = SlotTable<EventToken, Execution>()
@@ -151,13 +154,16 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// The execution that ended while `launch` was starting its task, if any.
     @usableFromInline @exclusivity(unchecked) var endedSynchronously: EventToken?
 
-    init(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget) throws(SluiceError) {
+    init(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore) throws(SluiceError) {
         self.handle = handle
         self.tallyBudget = tallyBudget
         self.evictionMetric = Counter(label: "sluice_evictions_total", dimensions: [("plugin", handle.plugin.name)])
         self.metrics = OutcomeMetrics(plugin: handle.plugin.name)
+        self.shared = store.shared.map {
+            SharedLaneState(store: store, shared: $0, policy: handle.plugin.policy, plugin: handle.plugin.name)
+        }
         var cancelInFlight = false
-        switch handle.plugin.policy {
+        switch try store.localPolicy(for: handle.plugin.policy) {
         case .throttle(let options):
             mode = .timed
             throttle = try ThrottleTable(options: options, budget: budget)
@@ -208,24 +214,12 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         guard !request.scope.isClosed else { return .cancelled(.scopeClosed) }
         let token = shard.makeToken()
         shard.lastSubmittedToken = token
+        if let shared { return submitShared(request, token: token, later: later, shard: shard, binding: shared) }
         switch mode {
         case .timed:
             return submitTimed(request, token: token, later: later, shard: shard)
         case .rateLimit:
-            let cost = handle.plugin.cost(for: request.input)
-            let now = shard.clock.now
-            guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
-                return .busy
-            }
-            guard decision.allowed else { return .limited(decision) }
-            if let refused = admit(request, token: token, kind: .single, record: "", shard: shard) {
-                // Refused after the limiter allowed it (its budget is spent, or its scope closed
-                // meanwhile): a refused request spends nothing.
-                rateLimit?.refund(key: request.key, quantity: cost, now: now)
-                return refused
-            }
-            executions.update(token) { $0.rateLimit = decision }
-            return launchAndWait(token, later: later, shard: shard)
+            return submitRateLimit(request, token: token, later: later, shard: shard)
         case .idempotent:
             return submitIdempotent(request, token: token, later: later, shard: shard)
         case .singleFlight:
@@ -236,6 +230,26 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .unrestricted:
             return runSingle(request, token: token, later: later, shard: shard)
         }
+    }
+
+    @inlinable
+    func submitRateLimit(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let cost = handle.plugin.cost(for: request.input)
+        let now = shard.clock.now
+        guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
+            return .busy
+        }
+        guard decision.allowed else { return .limited(decision) }
+        if let refused = admit(request, token: token, kind: .single, record: "", shard: shard) {
+            // Refused after the limiter allowed it (its budget is spent, or its scope closed
+            // meanwhile): a refused request spends nothing.
+            rateLimit?.refund(key: request.key, quantity: cost, now: now)
+            return refused
+        }
+        executions.update(token) { $0.rateLimit = decision }
+        return launchAndWait(token, later: later, shard: shard)
     }
 
     @inlinable
@@ -494,7 +508,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             answer(execution.leader, with: outcome(result, reason: reason, source: .executed, execution), shard: shard)
         case .idempotent:
             shard.finishEntry(token)
-            store(result, of: execution, token: token, now: shard.clock.now)
+            if !finishShared(token, result: result, execution: execution, shard: shard) {
+                store(result, of: execution, token: token, now: shard.clock.now)
+            }
             answer(execution.leader, with: outcome(result, reason: reason, source: .executed, execution), shard: shard)
             let shared = outcome(result, reason: reason, source: .joined, execution)
             for joiner in execution.joiners { answer(joiner, with: shared, shard: shard) }
@@ -722,7 +738,11 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             release(Self.executionBytes)
             shard.executionEnded()
             execution.task?.cancel()
-            if execution.kind == .idempotent { idempotency?.cancel(key: execution.record, owner: token) }
+            if execution.kind == .idempotent {
+                if !releaseShared(token, record: execution.record, shard: shard) {
+                    idempotency?.cancel(key: execution.record, owner: token)
+                }
+            }
             if execution.kind != .single { shard.finishEntry(token) }
             shard.countCancelled()
             let joiners = execution.kind == .singleFlight
@@ -732,6 +752,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
         switchLatest = SwitchLatest()
         flights = SingleFlight()
+        drainShared(reason: reason, shard: shard)
     }
 
     @inlinable

@@ -24,14 +24,18 @@ public struct PluginRegistry: Sendable {
     ///     requests (held requests, timers, joined callers).
     ///   - tallyBudget: the memory of its per-key tallies (``EffectContext/incrementTally(by:)``),
     ///     split the same way; the table is created on first use.
+    ///   - store: where its policy's state lives: this process's memory (the default), or a
+    ///     ``SharedStore`` several instances share (see ``PluginStore``).
     /// - Returns: the handle to submit requests with.
-    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the name is taken, or
-    ///   `.invalidPlugin` for an empty or malformed name.
+    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the name is taken,
+    ///   `.invalidPlugin` for an empty or malformed name, or `.invalidConfiguration` when a
+    ///   shared store cannot hold the plugin's policy (see ``PluginStore``).
     @discardableResult
     public mutating func register<Plugin: GatePlugin>(
         _ plugin: Plugin,
         budget: MemoryBudget = .bytes(16 << 20),
-        tallyBudget: MemoryBudget = .bytes(4 << 20)
+        tallyBudget: MemoryBudget = .bytes(4 << 20),
+        store: PluginStore = .memory
     ) throws(GateError) -> PluginHandle<Plugin> {
         let name = plugin.name
         guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -40,8 +44,33 @@ public struct PluginRegistry: Sendable {
         if plugins.contains(where: { $0.name == name }) {
             throw GateError(code: .duplicatePlugin, message: "a plugin with this name is registered", value: name)
         }
+        if store.shared != nil {
+            switch plugin.policy {
+            case .throttle(let options) where options.leading && !options.trailing:
+                break
+            case .rateLimit:
+                break
+            case .idempotent:
+                guard StoredResult.canStore(Plugin.Output.self) else {
+                    throw GateError(
+                        code: .invalidConfiguration,
+                        message: "an idempotent plugin on a shared store needs a Codable output (the store keeps its results)",
+                        value: name)
+                }
+            default:
+                throw GateError(
+                    code: .invalidConfiguration,
+                    message: "a shared store holds leading throttles, rate limits and idempotency records only",
+                    value: "\(name): \(plugin.policy)")
+            }
+        }
+        do {
+            _ = try store.localPolicy(for: plugin.policy)
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+        }
         let handle = PluginHandle(plugin: plugin, index: plugins.count, registry: identity)
-        plugins.append(RegisteredPlugin(handle: handle, budget: budget, tallyBudget: tallyBudget))
+        plugins.append(RegisteredPlugin(handle: handle, budget: budget, tallyBudget: tallyBudget, store: store))
         return handle
     }
 
@@ -106,14 +135,17 @@ struct RegisteredPlugin: Sendable {
     /// Makes the plugin's state for one shard.
     let makeLane: @Sendable (_ shardCount: Int) throws(SluiceError) -> any GateLane
 
-    init<Plugin: GatePlugin>(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget) {
+    init<Plugin: GatePlugin>(
+        handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore
+    ) {
         self.name = handle.plugin.name
         self.policy = handle.plugin.policy
         self.budget = budget
         self.tallyBudget = tallyBudget
         self.makeLane = { (shardCount: Int) throws(SluiceError) -> any GateLane in
             try PluginLane(
-                handle: handle, budget: budget.divided(by: shardCount), tallyBudget: tallyBudget.divided(by: shardCount))
+                handle: handle, budget: budget.divided(by: shardCount), tallyBudget: tallyBudget.divided(by: shardCount),
+                store: store)
         }
     }
 }

@@ -23,9 +23,12 @@ public final class GateHarness: Sendable {
     /// The loops.
     public let group: EventLoopGroup
 
-    /// A harness with `loops` loops (one shard each) running `plugins`.
-    public init(plugins: PluginRegistry, loops: Int = 1, options: GateOptions = GateOptions()) throws {
-        let clock = ManualGateClock()
+    /// A harness with `loops` loops (one shard each) running `plugins`, on `clock` (a fresh
+    /// manual clock unless another component, such as a `MemoryStore`, must read the same one).
+    public init(
+        plugins: PluginRegistry, loops: Int = 1, options: GateOptions = GateOptions(),
+        clock: ManualGateClock = ManualGateClock()
+    ) throws {
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "harness")
         do {
             gate = try Gate(group: group, plugins: plugins, options: options, clock: { _ in clock })

@@ -1,0 +1,170 @@
+import SluiceCore
+import SluiceLibevent
+import Synchronization
+
+/// A ``SharedStore`` in this process's memory: the reference implementation of the store
+/// protocol, and a store that several gates in one process can share (as instances share Redis).
+///
+/// Its clock is its own (`now`), as Redis's is: the gates' clocks never enter a decision. It
+/// can be made unavailable (``setAvailable(_:)``) to exercise a plugin's ``StoreFailureMode``.
+/// It holds at most `capacity` keys; expired state is dropped on access and when it is full,
+/// and a call that finds it full of live state fails (`unavailable`) rather than evicting a record.
+public final class MemoryStore: SharedStore {
+    private struct Record {
+        var fingerprint: String
+        var lease: StoreLease
+        /// Lease end while running, retention end once completed (nanoseconds).
+        var expiresAt: Int64
+        var result: [UInt8]?
+    }
+
+    private struct State {
+        var windows: [StoreKey: Int64] = [:]
+        var limits: [StoreKey: RateLimitState] = [:]
+        var records: [StoreKey: Record] = [:]
+        var available = true
+        var calls = 0
+    }
+
+    private let state = Mutex(State())
+    private let now: @Sendable () -> Instant
+    private let capacity: Int
+
+    /// A store reading time from `now` (the monotonic clock by default), holding at most
+    /// `capacity` keys of each kind.
+    public init(capacity: Int = 1 << 20, now: @escaping @Sendable () -> Instant = { EventLoop.monotonicNow() }) {
+        self.capacity = max(1, capacity)
+        self.now = now
+    }
+
+    /// Makes every later call fail (`false`) or succeed again (`true`).
+    public func setAvailable(_ available: Bool) {
+        state.withLock { $0.available = available }
+    }
+
+    /// Calls answered so far (failed ones included).
+    public var calls: Int { state.withLock { $0.calls } }
+
+    private func answer<Value: Sendable>(
+        on loop: EventLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
+        _ body: (inout State, Int64) -> Result<Value, StoreError>
+    ) {
+        let t = now().nanoseconds
+        let result = state.withLock { state -> Result<Value, StoreError> in
+            state.calls += 1
+            guard state.available else { return .failure(StoreError(code: .unavailable, message: "the memory store is switched off")) }
+            return body(&state, t)
+        }
+        loop.execute { completion(result) }
+    }
+
+    private static func add(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b < 0 ? .min : .max) : sum
+    }
+
+    private static let full = StoreError(code: .unavailable, message: "the memory store is full")
+
+    public func throttle(
+        _ key: StoreKey, interval: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
+    ) {
+        let window = interval.nanosecondsClamped
+        answer(on: loop, completion) { state, t in
+            if let last = state.windows[key], t < Self.add(last, window) {
+                return .success(.nanoseconds(Self.add(last, window) - t))
+            }
+            if state.windows[key] == nil, state.windows.count >= capacity {
+                state.windows = state.windows.filter { t < Self.add($0.value, window) }
+                guard state.windows.count < capacity else { return .failure(Self.full) }
+            }
+            state.windows[key] = t
+            return .success(nil)
+        }
+    }
+
+    public func rateLimit(
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            let instant = Instant(nanoseconds: t)
+            if state.limits[key] == nil, state.limits.count >= capacity {
+                state.limits = state.limits.filter { !$0.value.isIdle(at: instant) }
+                guard state.limits.count < capacity else { return .failure(Self.full) }
+            }
+            var limit = state.limits[key] ?? RateLimitState()
+            let decision = limit.check(now: instant, options: options, quantity: cost)
+            state.limits[key] = limit
+            return .success(decision)
+        }
+    }
+
+    public func claim(
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            if let existing = state.records[record], t < existing.expiresAt {
+                if existing.fingerprint != fingerprint { return .success(.mismatch(storedFingerprint: existing.fingerprint)) }
+                if let result = existing.result { return .success(.completed(result)) }
+                return .success(.running)
+            }
+            if state.records[record] == nil, state.records.count >= capacity {
+                state.records = state.records.filter { t < $0.value.expiresAt }
+                guard state.records.count < capacity else { return .failure(Self.full) }
+            }
+            // A record taken over keeps counting; a purged one starts again, which is safe
+            // because a lease names its owner too, and owners are unique.
+            let fence = (state.records[record]?.lease.fence ?? 0) + 1
+            let granted = StoreLease(owner: owner, fence: fence)
+            state.records[record] = Record(
+                fingerprint: fingerprint, lease: granted, expiresAt: Self.add(t, lease.nanosecondsClamped), result: nil)
+            return .success(.claimed(granted))
+        }
+    }
+
+    public func renew(
+        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            guard var existing = state.records[record], t < existing.expiresAt, existing.lease == lease,
+                existing.result == nil
+            else { return .success(false) }
+            existing.expiresAt = Self.add(t, duration.nanosecondsClamped)
+            state.records[record] = existing
+            return .success(true)
+        }
+    }
+
+    public func complete(
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
+        on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            // A lease that ran out is still current until another owner claims the record (the
+            // claim raises the fence): its owner may complete it late.
+            guard var existing = state.records[record], existing.lease == lease else { return .success(false) }
+            if existing.result != nil { return .success(existing.result == result) }
+            existing.result = result
+            existing.expiresAt = Self.add(t, retention.nanosecondsClamped)
+            state.records[record] = existing
+            return .success(true)
+        }
+    }
+
+    public func release(
+        _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            guard let existing = state.records[record], existing.lease == lease, existing.result == nil else {
+                return .success(false)
+            }
+            state.records[record] = nil
+            return .success(true)
+        }
+    }
+}

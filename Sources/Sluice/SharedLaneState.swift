@@ -1,0 +1,68 @@
+import CoreMetrics
+import Logging
+import SluiceCore
+
+/// A plugin lane's side of a shared store: the store and what to do when it fails, and what this
+/// process holds in it — the leases of the idempotent executions running here (with their
+/// heartbeats), results whose write has not landed yet, and duplicates polling for another
+/// instance's result.
+///
+/// Used on the loop of the shard that holds the lane, like the lane itself.
+@usableFromInline
+final class SharedLaneState<Output> {
+    /// An execution of this process holding a record, or its result still being written.
+    struct Flight {
+        let token: EventToken
+        let fingerprint: String
+    }
+
+    /// A result whose completion has not reached the store yet: duplicates here replay it, and
+    /// the write is retried until the store accepts or refuses it.
+    struct Unwritten {
+        let fingerprint: String
+        let lease: StoreLease
+        let result: Result<Output, any Error>
+        let bytes: [UInt8]
+    }
+
+    let store: any SharedStore
+    let failureMode: StoreFailureMode
+    /// The policy as configured (the lane's own tables hold the local fallback's policy).
+    let policy: GatePolicy
+    /// Unique to this lane in this process, so that owners are unique across instances.
+    let instance: String
+    let logger: Logger
+    /// Requests decided by this process alone, by failure mode, because the store failed.
+    let fallbacks: [StoreFailureMode: Counter]
+    /// Completions and heartbeats the store refused because their lease was no longer current.
+    let staleOwners: Counter
+
+    var flights: [String: Flight] = [:]
+    var leases: [EventToken: StoreLease] = [:]
+    var heartbeats: [EventToken: any GateTimer] = [:]
+    var unwritten: [String: Unwritten] = [:]
+    var polls: [EventToken: any GateTimer] = [:]
+
+    init(store: PluginStore, shared: any SharedStore, policy: GatePolicy, plugin: String) {
+        self.store = shared
+        self.failureMode = store.whenUnavailable
+        self.policy = policy
+        self.instance = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+        self.logger = Logger(label: "sluice.store")
+        self.fallbacks = Dictionary(
+            uniqueKeysWithValues: StoreFailureMode.allCases.map {
+                ($0, Counter(label: "sluice_store_fallbacks_total", dimensions: [("plugin", plugin), ("mode", $0.rawValue)]))
+            })
+        self.staleOwners = Counter(label: "sluice_store_stale_owners_total", dimensions: [("plugin", plugin)])
+    }
+
+    /// The idempotency options, for an idempotent plugin.
+    var idempotency: IdempotencyOptions? {
+        if case .idempotent(let options) = policy { return options }
+        return nil
+    }
+
+    func countFallback() {
+        fallbacks[failureMode]?.increment()
+    }
+}

@@ -1,0 +1,106 @@
+import SluiceCore
+import SluiceLibevent
+
+/// Where plugins keep the state their policies decide on when more than one process serves the
+/// same keys: a leading throttle's windows, a GCRA's arrival times and idempotency records with
+/// fencing. `MemoryStore` keeps them in this process; `SluiceRedis`'s `RedisStore` keeps them
+/// in Redis, so that every instance behind a load balancer sees the same state.
+///
+/// A plugin chooses its store when it is registered (``PluginStore``). The gate calls these
+/// methods on the loop of the shard that owns the key (`loop`), and a store calls each
+/// completion exactly once, on that loop, never from inside the call itself. A store answers
+/// every decision in one step, with its own clock (never the callers'), and fails a call with
+/// ``StoreError`` rather than guess: the plugin's ``StoreFailureMode`` decides what then
+/// happens.
+///
+/// Idempotency records follow a lease protocol: ``claim(_:fingerprint:owner:lease:on:_:)``
+/// opens a record for one owner and returns a ``StoreLease`` with a fencing token; the owner
+/// renews it while its effect runs; ``complete(_:lease:fingerprint:result:retention:on:_:)`` and
+/// ``release(_:lease:on:_:)`` are accepted only with the current lease, so a stale owner (one
+/// whose lease ran out and was taken over) can neither overwrite nor delete the record. The
+/// fingerprint is kept with the result.
+public protocol SharedStore: Sendable {
+    /// A leading-only throttle: `nil` when the request may run (its window starts now), else how
+    /// long until the key may run again.
+    func throttle(
+        _ key: StoreKey, interval: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void)
+
+    /// A GCRA decision for `cost` units, with the fields redis-cell returns. A refused request
+    /// spends nothing.
+    func rateLimit(
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void)
+
+    /// Claims the record for `owner` (unique to this execution, across processes) unless it is
+    /// held, completed or used with another fingerprint. A record whose lease ran out is
+    /// claimed again, with a greater fencing token.
+    func claim(
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void)
+
+    /// Extends a running owner's lease to `duration` from now. `false` when the lease is no
+    /// longer the record's (it ran out and was taken over, or the record is gone).
+    func renew(
+        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+
+    /// Stores the result of the lease's execution, kept `retention`, with the claim's
+    /// `fingerprint`. `false` when the lease is not current (a stale owner): nothing changes.
+    /// A lease that ran out is still current until another owner claims the record, so a slow
+    /// owner whose record expired unclaimed still stores its result. Completing twice with the
+    /// same lease is accepted (a retried write).
+    func complete(
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
+        on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+
+    /// Deletes the record the lease holds, so that a retry runs (the execution was cancelled
+    /// before it committed). `false` when the lease is not current: nothing changes.
+    func release(
+        _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+}
+
+/// A plugin's key in a shared store: the plugin's name and the full key (or idempotency record),
+/// never a hash of it.
+public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
+    /// The plugin's name.
+    public let plugin: String
+    /// The key or record.
+    public let key: String
+
+    /// A key of `plugin`.
+    public init(plugin: String, key: String) {
+        self.plugin = plugin
+        self.key = key
+    }
+
+    public var description: String { "\(plugin):\(key)" }
+}
+
+/// An owner's hold on an idempotency record.
+public struct StoreLease: Sendable, Hashable {
+    /// Who holds it: unique to one execution across processes.
+    public let owner: String
+    /// The fencing token: greater for every later claim of the same record.
+    public let fence: Int
+
+    /// A lease of `owner` with fencing token `fence`.
+    public init(owner: String, fence: Int) {
+        self.owner = owner
+        self.fence = fence
+    }
+}
+
+/// What claiming an idempotency record found.
+public enum StoreClaim: Sendable, Hashable {
+    /// The record is this owner's now.
+    case claimed(StoreLease)
+    /// Another owner holds it and its lease has not run out.
+    case running
+    /// It holds a result (stored with the same fingerprint).
+    case completed([UInt8])
+    /// It was opened with another fingerprint, the one given here.
+    case mismatch(storedFingerprint: String)
+}

@@ -1,0 +1,207 @@
+import Sluice
+import SluiceButtonTap
+import SluicePayment
+import SluicePluginTesting
+import SluiceRateLimit
+import SluiceTestSupport
+import Testing
+
+/// Two gates (two instances) sharing one store: what one decides, the other sees. The store is
+/// the in-memory reference implementation on the first harness's manual clock; the Redis store
+/// runs the same protocol (its own suite).
+@Suite struct SharedStoreGateTests {
+    /// Two instances of one plugin on a shared store, and that store.
+    struct Fleet: Sendable {
+        let a: GateHarness
+        let b: GateHarness
+        let store: MemoryStore
+
+        func advance(by duration: Duration) async {
+            // The store reads `a`'s clock; both move together.
+            await a.advance(by: duration)
+            await b.advance(by: duration)
+        }
+
+        func settle() async {
+            await a.settle()
+            await b.settle()
+        }
+
+        func shutdown() {
+            a.shutdown()
+            b.shutdown()
+        }
+    }
+
+    private func makeFleet<Plugin: GatePlugin>(
+        _ make: () throws -> Plugin, mode: StoreFailureMode = .closed, instances: Int = 2
+    ) throws -> (Fleet, PluginHandle<Plugin>, PluginHandle<Plugin>) {
+        let clock = ManualGateClock()
+        let store = MemoryStore(now: { clock.now })
+        var pluginsA = PluginRegistry()
+        var pluginsB = PluginRegistry()
+        let shared = try PluginStore.shared(store, whenUnavailable: mode, instances: instances)
+        let handleA = try pluginsA.register(try make(), store: shared)
+        let handleB = try pluginsB.register(try make(), store: shared)
+        let a = try GateHarness(plugins: pluginsA, clock: clock)
+        let b = try GateHarness(plugins: pluginsB)
+        return (Fleet(a: a, b: b, store: store), handleA, handleB)
+    }
+
+    @Test func aDuplicateOnAnotherInstanceJoinsByPollingAndIsChargedOnce() async throws {
+        let processor = CountingProcessor(latency: .seconds(2))
+        let (fleet, payA, payB) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "k1", amount: 700)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
+        try await pollUntil { processor.charges.current == 0 && fleet.store.calls == 1 }
+        let duplicate = await fleet.b.gate.start(fleet.b.gate.request(payB, payment))
+        try await pollUntil { fleet.store.calls >= 2 }
+        #expect(duplicate.resolvedOutcome == nil)
+        // The owner finishes; the duplicate's next poll finds the stored result.
+        for _ in 0..<10 { await fleet.advance(by: .milliseconds(500)); await fleet.settle() }
+        let owner = await first.outcome
+        let joined = await duplicate.outcome
+        #expect(owner.kind == "ran")
+        #expect(joined.kind == "replayed")
+        #expect(owner.output == joined.output)
+        #expect(await fleet.b.gate.submit(payB, payment).output == owner.output)
+        #expect(await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k1", amount: 701)).kind == "mismatch")
+        #expect(processor.charges.current == 1)
+    }
+
+    @Test func aDuplicateOnAnotherInstanceIsAConflictWhenItRejects() async throws {
+        let processor = CountingProcessor(latency: .seconds(2))
+        let (fleet, payA, payB) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, .init(key: "acct", idem: "k2", amount: 5)))
+        try await pollUntil { fleet.store.calls == 1 }
+        let rejected = await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 5, concurrent: .reject))
+        #expect(rejected.kind == "conflict")
+        await fleet.advance(by: .seconds(2))
+        #expect(await first.outcome.kind == "ran")
+        try await pollUntil { await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 5)).kind == "replayed" }
+        #expect(processor.charges.current == 1)
+    }
+
+    /// A payment slower than its lease: the owner's heartbeat keeps the record, so the duplicate
+    /// on the other instance never takes it over.
+    @Test func aPaymentSlowerThanItsLeaseIsRenewedAndChargedOnce() async throws {
+        let processor = CountingProcessor(latency: .seconds(75))
+        let (fleet, payA, payB) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "slow", amount: 1)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
+        try await pollUntil { fleet.store.calls == 1 }
+        for _ in 0..<9 { await fleet.advance(by: .seconds(5)); await fleet.settle() }  // 45 s > the 30 s lease
+        #expect(await fleet.b.gate.submit(payB, .init(key: "acct", idem: "slow", amount: 1, concurrent: .reject)).kind == "conflict")
+        for _ in 0..<7 { await fleet.advance(by: .seconds(5)); await fleet.settle() }
+        #expect(await first.outcome.kind == "ran")
+        try await pollUntil { await fleet.b.gate.submit(payB, payment).kind == "replayed" }
+        #expect(processor.charges.current == 1)
+    }
+
+    @Test func aThrottleIsSharedAcrossInstances() async throws {
+        let (fleet, tapA, tapB) = try makeFleet { try ButtonTapPlugin(window: .seconds(1)) }
+        defer { fleet.shutdown() }
+        #expect(await fleet.a.gate.submit(tapA, "user").kind == "ran")
+        let throttled = await fleet.b.gate.submit(tapB, "user")
+        guard case .throttled(let retryAfter) = throttled else {
+            Issue.record("expected throttled, got \(throttled.kind)")
+            return
+        }
+        #expect(retryAfter == .seconds(1))
+        #expect(await fleet.b.gate.submit(tapB, "other").kind == "ran")
+        await fleet.advance(by: .seconds(1))
+        #expect(await fleet.b.gate.submit(tapB, "user").kind == "ran")
+    }
+
+    @Test func aRateLimitIsSharedAcrossInstances() async throws {
+        let (fleet, limitA, limitB) = try makeFleet { try RateLimitPlugin(count: 1, per: .seconds(1), burst: 2) }
+        defer { fleet.shutdown() }
+        var remaining: [Int] = []
+        for index in 0..<3 {
+            let gate = index.isMultiple(of: 2) ? fleet.a.gate : fleet.b.gate
+            let handle = index.isMultiple(of: 2) ? limitA : limitB
+            let outcome = await gate.submit(handle, .init(key: "api"))
+            remaining.append(outcome.runInfo?.rateLimit?.remaining ?? -1)
+        }
+        #expect(remaining == [2, 1, 0])
+        guard case .limited(let decision) = await fleet.b.gate.submit(limitB, .init(key: "api")) else {
+            Issue.record("the fourth request across both instances should be limited")
+            return
+        }
+        #expect(decision.retryAfter == .seconds(1))
+    }
+
+    @Test func closedRefusesWhileTheStoreIsDownAndRecoversByItself() async throws {
+        let processor = CountingProcessor(latency: .zero)
+        let (fleet, payA, _) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        fleet.store.setAvailable(false)
+        #expect(await fleet.a.gate.submit(payA, .init(key: "acct", idem: "d1", amount: 3)).kind == "unavailable")
+        fleet.store.setAvailable(true)
+        #expect(await fleet.a.gate.submit(payA, .init(key: "acct", idem: "d1", amount: 3)).kind == "ran")
+        #expect(processor.charges.current == 1)
+    }
+
+    @Test func openLetsLimitsThroughButNeverAPayment() async throws {
+        let (fleet, tapA, _) = try makeFleet({ try ButtonTapPlugin(window: .seconds(1)) }, mode: .open)
+        defer { fleet.shutdown() }
+        fleet.store.setAvailable(false)
+        #expect(await fleet.a.gate.submit(tapA, "user").kind == "ran")
+        #expect(await fleet.a.gate.submit(tapA, "user").kind == "ran")
+        let processor = CountingProcessor(latency: .zero)
+        let (payments, payA, _) = try makeFleet({ try PaymentPlugin(processor: processor) }, mode: .open)
+        defer { payments.shutdown() }
+        payments.store.setAvailable(false)
+        #expect(await payments.a.gate.submit(payA, .init(key: "acct", idem: "o1", amount: 3)).kind == "unavailable")
+        #expect(processor.charges.current == 0)
+    }
+
+    @Test func localDecidesAloneWithDividedLimitsAndSaysSo() async throws {
+        let (fleet, limitA, _) = try makeFleet(
+            { try RateLimitPlugin(count: 10, per: .seconds(1), burst: 5) }, mode: .local, instances: 3)
+        defer { fleet.shutdown() }
+        fleet.store.setAvailable(false)
+        var ran = 0
+        for _ in 0..<10 {
+            let outcome = await fleet.a.gate.submit(limitA, .init(key: "api"))
+            if outcome.kind == "ran" {
+                ran += 1
+                #expect(outcome.runInfo?.guarantee == .local)
+            }
+        }
+        #expect(ran == 2)  // a limit of 6 back to back, divided over 3 instances
+        let processor = CountingProcessor(latency: .zero)
+        let (payments, payA, _) = try makeFleet({ try PaymentPlugin(processor: processor) }, mode: .local)
+        defer { payments.shutdown() }
+        payments.store.setAvailable(false)
+        let paid = await payments.a.gate.submit(payA, .init(key: "acct", idem: "l1", amount: 3))
+        #expect(paid.kind == "ran" && paid.runInfo?.guarantee == .local)
+        #expect(await payments.a.gate.submit(payA, .init(key: "acct", idem: "l1", amount: 3)).runInfo?.guarantee == .local)
+        #expect(processor.charges.current == 1)
+        payments.store.setAvailable(true)
+        let back = await payments.a.gate.submit(payA, .init(key: "acct", idem: "l2", amount: 3))
+        #expect(back.kind == "ran" && back.runInfo?.guarantee == .store)
+    }
+
+    @Test func aSharedStoreRefusesPoliciesItCannotHold() throws {
+        let store = MemoryStore()
+        var plugins = PluginRegistry()
+        try plugins.register(try ButtonTapPlugin(window: .seconds(1)), store: .shared(store))
+        #expect(throws: GateError.self) {
+            try plugins.register(
+                ProbePlugin<Int>("debounced", policy: .debounce(.search, cancelInFlight: false)) { _, _ in 0 },
+                store: .shared(store))
+        }
+        #expect(throws: GateError.self) {
+            // A result the store could not keep.
+            try plugins.register(ProbePlugin<Receipt>("receipts", policy: .idempotent(.payment)) { _, _ in
+                Receipt(id: "r", lines: [], metadata: [:], note: nil)
+            }, store: .shared(store))
+        }
+        #expect(plugins.names == ["tap"])
+        #expect(throws: GateError.self) { try PluginStore.shared(store, instances: 0) }
+    }
+}
