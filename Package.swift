@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
         .library(name: "SluiceRateLimit", targets: ["SluiceRateLimit"]),
         .library(name: "SluicePage", targets: ["SluicePage"]),
+        .library(name: "SluiceRedis", targets: ["SluiceRedis"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
         .executable(name: "sluice-load", targets: ["SluiceLoad"]),
         .executable(name: "sluice-embedding", targets: ["SluiceEmbedding"]),
@@ -50,6 +51,11 @@ let package = Package(
             providers: [.apt(["libevent-dev"]), .brew(["libevent"])]
         ),
         .target(name: "CSluiceShims"),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]
+        ),
 
         // MARK: Swift layers
         .target(
@@ -69,6 +75,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        .target(
+            name: "SluiceRedis",
+            dependencies: [
+                "CHiredis",
+                "CLibevent",
+                "SluiceLibevent",
+                "SluiceCore",
+                "Sluice",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
 
@@ -178,6 +198,7 @@ let package = Package(
             dependencies: [
                 "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
+                "SluiceRedis",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]
@@ -195,7 +216,7 @@ let package = Package(
     ]
 )
 
-let cTargets: Set<String> = ["CLibevent", "CSluiceShims"]
+let cTargets: Set<String> = ["CLibevent", "CSluiceShims", "CHiredis"]
 for target in package.targets where !cTargets.contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
 }

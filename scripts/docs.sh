@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceHTTP SluiceTesting SluicePluginTesting
-    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage)
+    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceRedis)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 
 failed=()

@@ -8,10 +8,10 @@
 #
 # It checks `dpkg -s` first and calls `apt-get update && apt-get install -y …` (through sudo when
 # not root) only for the packages that are not installed. On a non-Debian system it checks
-# pkg-config for libevent and tells you what to install.
+# pkg-config for libevent and hiredis and tells you what to install.
 set -euo pipefail
 
-runtime=(libevent-dev pkg-config netcat-openbsd curl)
+runtime=(libevent-dev libhiredis-dev pkg-config netcat-openbsd curl)
 test_extra=(redis-server)
 bench_extra=(wrk)
 
@@ -23,12 +23,12 @@ case "${1:-}" in
 esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
-    if pkg-config --exists libevent libevent_pthreads 2>/dev/null \
+    if pkg-config --exists libevent libevent_pthreads hiredis 2>/dev/null \
         && { [[ "${1:-}" != "--bench" ]] || command -v wrk >/dev/null 2>&1; }; then
         exit 0
     fi
-    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads) and pkg-config yourself (and wrk for --bench)" >&2
-    echo "install-deps: e.g. 'brew install libevent pkg-config wrk' on macOS" >&2
+    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads), hiredis and pkg-config yourself (and wrk for --bench, redis-server for the tests)" >&2
+    echo "install-deps: e.g. 'brew install libevent hiredis pkg-config wrk redis' on macOS" >&2
     exit 1
 fi
 
