@@ -53,7 +53,10 @@ let package = Package(
         .target(name: "CSluiceShims"),
         .systemLibrary(
             name: "CHiredis",
-            pkgConfig: "hiredis",
+            // No `pkgConfig: "hiredis"`: hiredis.pc passes -D_FILE_OFFSET_BITS=64, which SwiftPM
+            // refuses with a warning on every build (and which means nothing on 64-bit). The
+            // headers are found as <hiredis/…> on the default include path (Debian's
+            // libhiredis-dev); elsewhere, add `-Xcc -I<prefix>/include -Xlinker -L<prefix>/lib`.
             providers: [.apt(["libhiredis-dev"]), .brew(["hiredis"])]
         ),
 
@@ -132,7 +135,7 @@ let package = Package(
             name: "SluiceEcho",
             dependencies: [
                 "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
-                "SluiceRateLimit", "SluicePage",
+                "SluiceRateLimit", "SluicePage", "SluiceRedis",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
