@@ -1,0 +1,220 @@
+import Logging
+import Sluice
+import SluiceCore
+import SluiceLibevent
+
+/// A `SharedStore` in Redis: the state of throttles, GCRA rate limits and idempotency records
+/// that several Sluice instances share.
+///
+/// One connection per loop of the group (hiredis's libevent adapter on that loop's
+/// `event_base`: no thread of its own, no hop); every decision is one `EVALSHA` of a Lua script
+/// that reads Redis's clock (`TIME`). Keys are `<prefix>:{<plugin>:<key>}:<kind>`: the hash tag
+/// keeps a record and its fence counter in one Redis Cluster slot. Every key has a TTL.
+///
+/// When Redis is unreachable or slower than `timeout`, calls fail at once with `StoreError`
+/// and the plugin's `StoreFailureMode` decides; the connections reconnect by themselves, so
+/// the store is used again as soon as Redis answers. An outage is logged once (by the
+/// connection), and every failed call is counted (`sluice_store_failures_total`).
+///
+/// Exactly-once across instances needs the records to outlive a Redis restart: run Redis with
+/// `appendonly yes` (and `appendfsync always` for payments).
+public final class RedisStore: SharedStore {
+    /// The server and database.
+    public let endpoint: RedisEndpoint
+    private let prefix: String
+    private let connections: [ObjectIdentifier: RedisConnection]
+
+    /// A store on `endpoint` with a connection on each loop of `group`; call ``start()``.
+    ///
+    /// - Parameters:
+    ///   - endpoint: the Redis server and database.
+    ///   - group: the loops the gate's shards run on.
+    ///   - timeout: how long a decision may wait for Redis before it counts as a failure.
+    ///   - prefix: the first part of every key.
+    ///   - logger: where outages are logged.
+    public init(
+        endpoint: RedisEndpoint, group: EventLoopGroup, timeout: Duration = .milliseconds(200), prefix: String = "sluice",
+        logger: Logger = Logger(label: "sluice.redis")
+    ) {
+        self.endpoint = endpoint
+        self.prefix = prefix
+        var connections: [ObjectIdentifier: RedisConnection] = [:]
+        for loop in group.loops {
+            connections[ObjectIdentifier(loop)] = RedisConnection(endpoint: endpoint, loop: loop, timeout: timeout, logger: logger)
+        }
+        self.connections = connections
+    }
+
+    /// Connects every loop's connection (they reconnect by themselves from then on).
+    public func start() {
+        for connection in connections.values { connection.start() }
+    }
+
+    /// Closes every connection.
+    public func close() {
+        for connection in connections.values { connection.close() }
+    }
+
+    /// Whether the connection of `loop` is usable now (read on that loop).
+    public func isConnected(on loop: EventLoop) -> Bool {
+        connections[ObjectIdentifier(loop)]?.isConnected ?? false
+    }
+
+    // MARK: - Keys
+
+    func key(_ key: StoreKey, _ kind: String) -> [UInt8] {
+        var bytes = Array(prefix.utf8)
+        bytes.append(contentsOf: ":{".utf8)
+        bytes.append(contentsOf: key.plugin.utf8)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(contentsOf: key.key.utf8)
+        bytes.append(contentsOf: "}:".utf8)
+        bytes.append(contentsOf: kind.utf8)
+        return bytes
+    }
+
+    private static func argument(_ value: some BinaryInteger) -> [UInt8] { Array(String(value).utf8) }
+
+    private static func microseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.nanosecondsClamped / 1_000)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, (duration.nanosecondsClamped + 999_999) / 1_000_000)
+    }
+
+    // MARK: - Running scripts
+
+    /// Runs `script` on `loop`'s connection and hands its reply to `parse`; completes on the
+    /// loop, never from inside this call.
+    private func run<Value: Sendable>(
+        _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
+        parse: @escaping @Sendable (RedisReply) -> Value?
+    ) {
+        guard let connection = connections[ObjectIdentifier(loop)] else {
+            loop.execute { completion(.failure(StoreError(code: .unavailable, message: "no Redis connection on this loop"))) }
+            return
+        }
+        let finish: @Sendable (Result<RedisReply, RedisCallError>) -> Void = { result in
+            switch result {
+            case .success(let reply):
+                if let value = parse(reply) {
+                    completion(.success(value))
+                } else {
+                    completion(.failure(StoreError(code: .protocolError, message: "unexpected reply to a store script", value: "\(reply)")))
+                }
+            case .failure(let error):
+                let code: StoreError.Code = error.code == .timeout ? .timeout : .unavailable
+                // A call that fails at once completes inside `send`: defer it to keep the
+                // store's promise (never from inside the call).
+                loop.execute { completion(.failure(StoreError(code: code, message: error.message))) }
+            }
+        }
+        connection.send(script.evalsha(keys: keys, arguments: arguments)) { result in
+            if case .success(.error(let message)) = result, message.hasPrefix("NOSCRIPT") {
+                // Redis restarted or its scripts were flushed: EVAL runs the script and loads it.
+                connection.send(script.eval(keys: keys, arguments: arguments), completion: finish)
+                return
+            }
+            finish(result)
+        }
+    }
+
+    // MARK: - SharedStore
+
+    public func throttle(
+        _ key: StoreKey, interval: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
+    ) {
+        run(
+            RedisStoreScripts.throttle, keys: [self.key(key, "t")],
+            arguments: [Self.argument(Self.microseconds(interval))], on: loop, completion
+        ) { reply -> Duration?? in
+            guard let wait = reply.int else { return nil }
+            return .some(wait > 0 ? .microseconds(wait) : nil)
+        }
+    }
+
+    public func rateLimit(
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
+    ) {
+        let emission = max(1, options.period.nanosecondsClamped / 1_000 / Int64(options.count))
+        let tolerance = emission * Int64(options.limit)
+        run(
+            RedisStoreScripts.rateLimit, keys: [self.key(key, "g")],
+            arguments: [Self.argument(emission), Self.argument(tolerance), Self.argument(max(0, cost))], on: loop,
+            completion
+        ) { reply in
+            guard let fields = reply.array, fields.count == 4, let allowed = fields[0].int, let remaining = fields[1].int,
+                let retry = fields[2].int, let reset = fields[3].int
+            else { return nil }
+            return RateLimitDecision(
+                allowed: allowed == 1, limit: options.limit, remaining: remaining,
+                retryAfter: retry >= 0 && allowed != 1 ? .microseconds(retry) : nil, resetAfter: .microseconds(max(0, reset)))
+        }
+    }
+
+    public func claim(
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
+    ) {
+        // The fence counter outlives any record of its key, so fences only grow.
+        let counterTTL = Self.milliseconds(lease) + 7 * 24 * 3_600_000
+        run(
+            RedisStoreScripts.claim, keys: [self.key(record, "r"), self.key(record, "f")],
+            arguments: [
+                Array(fingerprint.utf8), Array(owner.utf8), Self.argument(Self.milliseconds(lease)), Self.argument(counterTTL),
+            ], on: loop, completion
+        ) { reply in
+            guard let fields = reply.array, let kind = fields.first?.text else { return nil }
+            switch (kind, fields.count) {
+            case ("claimed", 2):
+                return fields[1].int.map { .claimed(StoreLease(owner: owner, fence: $0)) }
+            case ("running", 1):
+                return .running
+            case ("completed", 2):
+                return fields[1].bytes.map { .completed($0) }
+            case ("mismatch", 2):
+                return fields[1].text.map { .mismatch(storedFingerprint: $0) }
+            default:
+                return nil
+            }
+        }
+    }
+
+    public func renew(
+        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        run(
+            RedisStoreScripts.renew, keys: [key(record, "r")],
+            arguments: [Array(lease.owner.utf8), Self.argument(lease.fence), Self.argument(Self.milliseconds(duration))],
+            on: loop, completion
+        ) { $0.int.map { $0 == 1 } }
+    }
+
+    public func complete(
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
+        on loop: EventLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        run(
+            RedisStoreScripts.complete, keys: [key(record, "r"), key(record, "f")],
+            arguments: [
+                Array(lease.owner.utf8), Self.argument(lease.fence), result, Self.argument(Self.milliseconds(retention)),
+                Array(fingerprint.utf8),
+            ], on: loop, completion
+        ) { $0.int.map { $0 == 1 } }
+    }
+
+    public func release(
+        _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+    ) {
+        run(
+            RedisStoreScripts.release, keys: [key(record, "r")],
+            arguments: [Array(lease.owner.utf8), Self.argument(lease.fence)], on: loop, completion
+        ) { $0.int.map { $0 == 1 } }
+    }
+}

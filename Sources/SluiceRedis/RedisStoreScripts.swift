@@ -1,0 +1,112 @@
+/// The store's Lua scripts: each decision is one script, one round trip, and reads the time
+/// from Redis (`TIME`), never from the instances. Times are microseconds; every key gets a TTL.
+enum RedisStoreScripts {
+    /// Leading throttle. KEYS: window. ARGV: interval (µs). Returns 0 when the request runs (the
+    /// window starts now), else the microseconds until the key may run again.
+    static let throttle = RedisScript(
+        """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        local interval = tonumber(ARGV[1])
+        local last = redis.call('GET', KEYS[1])
+        if last then
+          local wait = tonumber(last) + interval - now
+          if wait > 0 then return wait end
+        end
+        redis.call('SET', KEYS[1], now, 'PX', math.max(1, math.ceil(interval / 1000)))
+        return 0
+        """)
+
+    /// GCRA (redis-cell's `CL.THROTTLE`). KEYS: arrival time. ARGV: emission interval (µs),
+    /// tolerance (µs, interval × limit), quantity. Returns {allowed, remaining, retry-after µs
+    /// (-1: none), reset-after µs}. A refused request stores nothing.
+    static let rateLimit = RedisScript(
+        """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        local e = tonumber(ARGV[1])
+        local tau = tonumber(ARGV[2])
+        local q = tonumber(ARGV[3])
+        local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+        if tat < now then tat = now end
+        local newTat = tat + q * e
+        local allowAt = newTat - tau
+        local allowed, ttl, retry
+        if allowAt <= now then
+          allowed = 1
+          ttl = newTat - now
+          retry = -1
+          if ttl > 0 then redis.call('SET', KEYS[1], newTat, 'PX', math.max(1, math.ceil(ttl / 1000))) end
+        else
+          allowed = 0
+          ttl = tat - now
+          if q * e <= tau then retry = allowAt - now else retry = -1 end
+        end
+        local nextValue = tau - ttl
+        local remaining = 0
+        if nextValue > 0 then remaining = math.floor(nextValue / e) end
+        return {allowed, remaining, retry, ttl}
+        """)
+
+    /// Claims an idempotency record. KEYS: record (hash), fence counter. ARGV: fingerprint,
+    /// owner, lease (ms), fence counter TTL (ms). Returns {'claimed', fence}, {'running'},
+    /// {'completed', result} or {'mismatch', stored fingerprint}. A record whose lease ran out has
+    /// expired and is claimed again with the next fence.
+    static let claim = RedisScript(
+        """
+        local r = redis.call('HMGET', KEYS[1], 'fp', 'result')
+        if r[1] then
+          if r[1] ~= ARGV[1] then return {'mismatch', r[1]} end
+          if r[2] then return {'completed', r[2]} end
+          return {'running'}
+        end
+        local fence = redis.call('INCR', KEYS[2])
+        redis.call('PEXPIRE', KEYS[2], ARGV[4])
+        redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'owner', ARGV[2], 'fence', fence)
+        redis.call('PEXPIRE', KEYS[1], ARGV[3])
+        return {'claimed', fence}
+        """)
+
+    /// Renews a running owner's lease. KEYS: record. ARGV: owner, fence, lease (ms). Returns 1,
+    /// or 0 when the lease is not the record's.
+    static let renew = RedisScript(
+        """
+        local r = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'result')
+        if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] then return 0 end
+        redis.call('PEXPIRE', KEYS[1], ARGV[3])
+        return 1
+        """)
+
+    /// Stores an owner's result. KEYS: record, fence counter. ARGV: owner, fence, result,
+    /// retention (ms), fingerprint. Accepted when the record is this lease's, or when it expired
+    /// and no one claimed it since (the fence counter still names this lease); the fingerprint
+    /// is kept with the result. Returns 1, or 0 for a stale owner.
+    static let complete = RedisScript(
+        """
+        local r = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'result')
+        if r[1] then
+          if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] then return 0 end
+          if r[3] then
+            if r[3] == ARGV[3] then return 1 end
+            return 0
+          end
+        elseif redis.call('GET', KEYS[2]) ~= ARGV[2] then
+          return 0
+        end
+        redis.call('HSET', KEYS[1], 'fp', ARGV[5], 'owner', ARGV[1], 'fence', ARGV[2], 'result', ARGV[3])
+        redis.call('PEXPIRE', KEYS[1], ARGV[4])
+        return 1
+        """)
+
+    /// Gives a record back (its execution did not commit). KEYS: record. ARGV: owner, fence
+    /// ('0': whichever fence this owner holds — a claim whose answer was lost). Returns 1, or 0
+    /// when the record is not this owner's or holds a result.
+    static let release = RedisScript(
+        """
+        local r = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'result')
+        if r[1] ~= ARGV[1] or r[3] then return 0 end
+        if ARGV[2] ~= '0' and r[2] ~= ARGV[2] then return 0 end
+        redis.call('DEL', KEYS[1])
+        return 1
+        """)
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Sluice
+@testable import SluiceRedis
+import SluiceTestSupport
+import Testing
+
+/// The store protocol, held by both implementations: the in-memory reference and Redis (a
+/// `redis-server` this suite starts). Real time, short leases, waits polled with a deadline.
+@Suite(.serialized, .enabled(if: RedisServerProcess.isInstalled, "redis-server is not installed"))
+struct SharedStoreProtocolTests {
+    enum Kind: String, CaseIterable, Sendable {
+        case memory
+        case redis
+    }
+
+    /// A store of `kind` on a loop of its own, with the Redis server behind it.
+    final class Fixture: Sendable {
+        let group: EventLoopGroup
+        let store: any SharedStore
+        let redis: RedisServerProcess?
+
+        init(_ kind: Kind) async throws {
+            group = try EventLoopGroup(loopCount: 1, namePrefix: "store-test")
+            switch kind {
+            case .memory:
+                redis = nil
+                store = MemoryStore()
+            case .redis:
+                let server = try await RedisServerProcess.start()
+                redis = server
+                let store = RedisStore(endpoint: try RedisEndpoint(url: server.url()), group: group)
+                store.start()
+                self.store = store
+                let loop = group.loops[0]
+                try await pollUntil { await loop.submit { store.isConnected(on: loop) } }
+            }
+        }
+
+        var loop: EventLoop { group.loops[0] }
+
+        func call<Value: Sendable>(
+            _ body: @escaping @Sendable (EventLoop, @escaping @Sendable (Result<Value, StoreError>) -> Void) -> Void
+        ) async -> Result<Value, StoreError> {
+            let loop = self.loop
+            return await withCheckedContinuation { continuation in
+                loop.execute { body(loop) { continuation.resume(returning: $0) } }
+            }
+        }
+
+        func claim(_ key: StoreKey, _ fingerprint: String, owner: String, lease: Duration) async -> Result<StoreClaim, StoreError> {
+            await call { loop, done in self.store.claim(key, fingerprint: fingerprint, owner: owner, lease: lease, on: loop, done) }
+        }
+
+        func complete(_ key: StoreKey, _ lease: StoreLease, _ fingerprint: String, _ result: String, retention: Duration) async -> Result<Bool, StoreError> {
+            await call { loop, done in
+                self.store.complete(key, lease: lease, fingerprint: fingerprint, result: Array(result.utf8), retention: retention, on: loop, done)
+            }
+        }
+
+        func shutdown() {
+            (store as? RedisStore)?.close()
+            group.shutdownGracefully()
+            redis?.stop()
+        }
+    }
+
+    static func pttl(_ redis: RedisServerProcess, _ key: String) async throws -> Int {
+        let reply = try await redis.command(["PTTL", key])
+        return try #require(reply.flatMap { Int($0) })
+    }
+
+    @Test(arguments: Kind.allCases) func aClaimIsHeldCompletedAndReplayedWithItsFingerprint(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let key = StoreKey(plugin: "pay", key: "a{b}c:\(kind)")
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "500", owner: "one", lease: .seconds(5)) else {
+            Issue.record("the first claim should win")
+            return
+        }
+        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(5)).get() == .running)
+        #expect(try await fixture.claim(key, "501", owner: "two", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "500"))
+        #expect(try await fixture.complete(key, lease, "500", "Sresult", retention: .seconds(60)).get())
+        #expect(try await fixture.complete(key, lease, "500", "Sresult", retention: .seconds(60)).get())  // a retried write
+        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(5)).get() == .completed(Array("Sresult".utf8)))
+        // The fingerprint is kept with the result: another payload is still a mismatch.
+        #expect(try await fixture.claim(key, "7", owner: "two", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "500"))
+    }
+
+    /// A lease that ran out is taken over with a greater fence; the stale owner can neither
+    /// renew, complete nor release the new owner's record.
+    @Test(arguments: Kind.allCases) func aStaleOwnersCompletionIsRefused(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let key = StoreKey(plugin: "pay", key: "stale-\(kind)")
+        guard case .success(.claimed(let stale)) = await fixture.claim(key, "1", owner: "old", lease: .milliseconds(100)) else {
+            Issue.record("the first claim should win")
+            return
+        }
+        var taken: StoreLease?
+        try await pollUntil {
+            if case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "new", lease: .seconds(30)) { taken = lease }
+            return taken != nil
+        }
+        let current = try #require(taken)
+        #expect(current.fence > stale.fence)
+        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: stale, duration: .seconds(30), on: loop, done) }.get() == false)
+        #expect(try await fixture.complete(key, stale, "1", "Sstale", retention: .seconds(60)).get() == false)
+        #expect(try await fixture.call { loop, done in fixture.store.release(key, lease: stale, on: loop, done) }.get() == false)
+        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: current, duration: .seconds(30), on: loop, done) }.get())
+        #expect(try await fixture.complete(key, current, "1", "Snew", retention: .seconds(60)).get())
+        #expect(try await fixture.claim(key, "1", owner: "third", lease: .seconds(5)).get() == .completed(Array("Snew".utf8)))
+    }
+
+    /// An owner whose lease ran out while no one claimed the record still stores its result.
+    @Test(arguments: Kind.allCases) func aSlowOwnerStillCompletesAnUnclaimedRecord(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let key = StoreKey(plugin: "pay", key: "slow-\(kind)")
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "slow", lease: .milliseconds(50)) else {
+            Issue.record("the first claim should win")
+            return
+        }
+        if let redis = fixture.redis {
+            try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:slow-redis}:r"]) == "0" }
+        }
+        #expect(try await fixture.complete(key, lease, "1", "Sdone", retention: .seconds(60)).get())
+        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(5)).get() == .completed(Array("Sdone".utf8)))
+    }
+
+    @Test(arguments: Kind.allCases) func recordsExpireWithTheirRetention(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let key = StoreKey(plugin: "pay", key: "ttl-\(kind)")
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "one", lease: .seconds(5)) else {
+            Issue.record("the first claim should win")
+            return
+        }
+        #expect(try await fixture.complete(key, lease, "1", "Sshort", retention: .milliseconds(300)).get())
+        if let redis = fixture.redis {
+            let ttl = try await Self.pttl(redis, "sluice:{pay:ttl-redis}:r")
+            #expect((1...300).contains(ttl))
+            #expect(try await Self.pttl(redis, "sluice:{pay:ttl-redis}:f") > 300)
+        }
+        try await pollUntil {
+            if case .success(.claimed) = await fixture.claim(key, "2", owner: "later", lease: .seconds(5)) { return true }
+            return false
+        }
+    }
+
+    @Test(arguments: Kind.allCases) func throttleAndRateLimitDecideWithTheStoresClock(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let tap = StoreKey(plugin: "tap", key: "user-\(kind)")
+        #expect(try await fixture.call { loop, done in fixture.store.throttle(tap, interval: .seconds(10), on: loop, done) }.get() == nil)
+        let wait = try await fixture.call { loop, done in fixture.store.throttle(tap, interval: .seconds(10), on: loop, done) }.get()
+        #expect(wait.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true)
+        let options = try RateLimitOptions(count: 1, per: .seconds(10), burst: 1)
+        let api = StoreKey(plugin: "limit", key: "api-\(kind)")
+        var decisions: [RateLimitDecision] = []
+        for _ in 0..<3 {
+            decisions.append(try await fixture.call { loop, done in fixture.store.rateLimit(api, options: options, cost: 1, on: loop, done) }.get())
+        }
+        #expect(decisions.map(\.allowed) == [true, true, false])
+        #expect(decisions.map(\.remaining) == [1, 0, 0])
+        #expect(decisions.map(\.limit) == [2, 2, 2])
+        #expect(decisions[2].retryAfter.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true)
+        if let redis = fixture.redis {
+            for key in ["sluice:{tap:user-redis}:t", "sluice:{limit:api-redis}:g"] {
+                let ttl = try await Self.pttl(redis, key)
+                #expect(ttl > 0 && ttl <= 20_000, "\(key): \(ttl)")
+            }
+        }
+    }
+
+    /// `SCRIPT FLUSH` drops the scripts: the next call reloads its script and answers.
+    @Test func aScriptFlushIsSurvived() async throws {
+        let fixture = try await Fixture(.redis)
+        defer { fixture.shutdown() }
+        let redis = try #require(fixture.redis)
+        let tap = StoreKey(plugin: "tap", key: "flush")
+        #expect(try await fixture.call { loop, done in fixture.store.throttle(tap, interval: .milliseconds(1), on: loop, done) }.get() == nil)
+        #expect(try await redis.command(["SCRIPT", "FLUSH"]) == "OK")
+        let result = await fixture.call { loop, done in fixture.store.throttle(tap, interval: .milliseconds(1), on: loop, done) }
+        #expect(throws: Never.self) { try result.get() }
+        let key = StoreKey(plugin: "pay", key: "flush")
+        #expect(try await redis.command(["SCRIPT", "FLUSH"]) == "OK")
+        guard case .success(.claimed) = await fixture.claim(key, "1", owner: "one", lease: .seconds(5)) else {
+            Issue.record("a claim right after SCRIPT FLUSH should succeed")
+            return
+        }
+    }
+}
+
+/// `EVALSHA` names a script by its SHA-1: the digest must be Redis's.
+@Suite struct ScriptNameTests {
+    @Test func theSHA1OfAScriptIsTheStandardDigest() {
+        #expect(SHA1.hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(SHA1.hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(SHA1.hex(String(repeating: "x", count: 1000)) == "c3efa690fa3fdd2e2526853eed670538ea127638")
+    }
+}
