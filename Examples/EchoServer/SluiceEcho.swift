@@ -10,6 +10,7 @@ import SluiceLineProtocol
 import SluicePage
 import SluicePayment
 import SluiceRateLimit
+import SluiceRedis
 import SluiceSearch
 import UnixSignals
 
@@ -62,6 +63,9 @@ struct SluiceEcho: AsyncParsableCommand {
 
     @Option(name: .customLong("pay-latency-ms"), help: "PAY: the simulated processor's latency, in milliseconds.")
     var payLatencyMilliseconds = 20
+
+    @Option(name: .customLong("pay-lease-ms"), help: "PAY with --redis: how long a running payment holds its record between renewals, in milliseconds (it renews every third of it; a lease that runs out means its instance died).")
+    var payLeaseMilliseconds = 30_000
 
     @Option(name: .customLong("pay-retention-s"), help: "PAY: how long a payment's record is replayed, in seconds.")
     var payRetentionSeconds = 86_400
@@ -135,6 +139,18 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: [.customLong("drain-timeout-s"), .customLong("shutdown-grace-s")], help: "On SIGINT/SIGTERM, how long running effects (payments) may finish before they are cancelled, in seconds (--shutdown-grace-s is its former name).")
     var shutdownGraceSeconds = 10
 
+    @Option(name: .customLong("redis"), help: "Keep TAP, LIMIT and PAY state in Redis, shared with every instance using the same server: redis://host:port[/db]. Without it, everything stays in this process's memory.")
+    var redis: String?
+
+    @Option(name: .customLong("redis-timeout-ms"), help: "How long a decision may wait for Redis before it counts as a failure, in milliseconds.")
+    var redisTimeoutMilliseconds = 200
+
+    @Option(name: .customLong("redis-failure"), help: "When Redis is unreachable or slower than --redis-timeout-ms: open (TAP and LIMIT run; PAY answers ERR unavailable), closed (ERR unavailable / 503) or local (this instance decides alone with limits divided by --instances; PAY replies say guarantee=local).")
+    var redisFailure: StoreFailureMode = .closed
+
+    @Option(name: .customLong("instances"), help: "How many instances share the Redis store (--redis-failure local divides the limits by it).")
+    var instances = 1
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
@@ -145,6 +161,7 @@ struct SluiceEcho: AsyncParsableCommand {
         try require(loops >= 1, "--loops must be at least 1 (got \(loops))")
         try require(tapWindowMilliseconds >= 1, "--tap-window-ms must be at least 1 (got \(tapWindowMilliseconds))")
         try require(payLatencyMilliseconds >= 0, "--pay-latency-ms must be 0 or more (got \(payLatencyMilliseconds))")
+        try require(payLeaseMilliseconds >= 3, "--pay-lease-ms must be at least 3 (got \(payLeaseMilliseconds))")
         try require(payRetentionSeconds >= 1, "--pay-retention-s must be at least 1 (got \(payRetentionSeconds))")
         try require(searchQuietMilliseconds >= 1, "--search-quiet-ms must be at least 1 (got \(searchQuietMilliseconds))")
         try require(
@@ -164,6 +181,8 @@ struct SluiceEcho: AsyncParsableCommand {
         try require(pageLatencyMilliseconds >= 0, "--page-latency-ms must be 0 or more (got \(pageLatencyMilliseconds))")
         try require(shutdownGraceSeconds >= 0, "--drain-timeout-s must be 0 or more (got \(shutdownGraceSeconds))")
         try require((0...65535).contains(httpPort), "--http-port must be 0...65535 (got \(httpPort))")
+        try require(redisTimeoutMilliseconds >= 1, "--redis-timeout-ms must be at least 1 (got \(redisTimeoutMilliseconds))")
+        try require(instances >= 1, "--instances must be at least 1 (got \(instances))")
         for (name, value) in [
             ("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes),
             ("--search-table-mib", searchTableMebibytes), ("--limit-table-mib", limitTableMebibytes),
@@ -175,6 +194,7 @@ struct SluiceEcho: AsyncParsableCommand {
             try lineConfiguration.validate()
             if httpPort != 0 { try httpConfiguration.validate() }
             _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
+            if let redis { _ = try RedisEndpoint(url: redis) }
         } catch let error as GateError {
             throw ValidationError("\(error.message) (got \(error.value))")
         } catch let error as SluiceError {
@@ -209,23 +229,25 @@ struct SluiceEcho: AsyncParsableCommand {
     }
 
     /// Registers every built-in plugin with the gate's registry and its codec with the line
-    /// front and the HTTP front, in the order `STATS` reports them.
-    func makePlugins() throws -> (PluginRegistry, LineVerbs, HTTPRoutes) {
+    /// front and the HTTP front, in the order `STATS` reports them. TAP, LIMIT and PAY keep their
+    /// state in `store`.
+    func makePlugins(store: PluginStore) throws -> (PluginRegistry, LineVerbs, HTTPRoutes) {
         var plugins = PluginRegistry()
         var verbs = LineVerbs()
         var routes = HTTPRoutes()
         let tap = try plugins.register(
             ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
-            budget: .bytes(tapTableMebibytes << 20))
+            budget: .bytes(tapTableMebibytes << 20), store: store)
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
         try routes.register(TapHTTPCodec(tap.plugin), for: tap)
         let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),
+                lease: .milliseconds(payLeaseMilliseconds),
                 concurrent: payConcurrent?.option ?? .join,
                 recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
                 processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
-            budget: .bytes(payTableMebibytes << 20))
+            budget: .bytes(payTableMebibytes << 20), store: store)
         try verbs.register(PayLineCodec(pay.plugin), for: pay)
         try routes.register(PayHTTPCodec(pay.plugin, concurrent: payConcurrent?.option ?? .reject), for: pay)
         let search = try plugins.register(
@@ -238,7 +260,7 @@ struct SluiceEcho: AsyncParsableCommand {
         try routes.register(SearchHTTPCodec(search.plugin), for: search)
         let limit = try plugins.register(
             RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst),
-            budget: .bytes(limitTableMebibytes << 20))
+            budget: .bytes(limitTableMebibytes << 20), store: store)
         try verbs.register(LimitLineCodec(limit.plugin), for: limit)
         try routes.register(LimitHTTPCodec(limit.plugin), for: limit)
         let page = try plugins.register(
@@ -261,7 +283,18 @@ struct SluiceEcho: AsyncParsableCommand {
         let logger = Logger(label: "sluice-echo")
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
         defer { group.shutdownGracefully() }
-        let (plugins, verbs, routes) = try makePlugins()
+        var store = PluginStore.memory
+        if let redis {
+            let redisStore = RedisStore(
+                endpoint: try RedisEndpoint(url: redis), group: group, timeout: .milliseconds(redisTimeoutMilliseconds),
+                logger: logger)
+            redisStore.start()
+            store = try .shared(redisStore, whenUnavailable: redisFailure, instances: instances)
+            logger.info(
+                "TAP, LIMIT and PAY state in Redis",
+                metadata: ["redis": "\(redisStore.endpoint)", "failure-mode": "\(redisFailure)", "instances": "\(instances)"])
+        }
+        let (plugins, verbs, routes) = try makePlugins(store: store)
         let gate = try Gate(
             group: group, plugins: plugins,
             options: GateOptions(shutdownGracePeriod: .seconds(shutdownGraceSeconds)), logger: logger)
@@ -288,6 +321,8 @@ struct SluiceEcho: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+extension StoreFailureMode: ExpressibleByArgument {}
 
 /// `--pay-concurrent`: what a duplicate payment gets while the first runs.
 enum PayConcurrency: String, ExpressibleByArgument, CaseIterable {

@@ -1,0 +1,242 @@
+import Foundation
+import SluiceTestSupport
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two `sluice-echo` processes on one `redis-server` (both started here): what one instance
+/// decides, the other sees, and a Redis outage never charges a payment twice.
+@Suite(.serialized, .enabled(if: RedisServerProcess.isInstalled, "redis-server is not installed"))
+struct RedisInstancesTests {
+    /// One `sluice-echo` process with its line port.
+    final class Instance: Sendable {
+        let process: Process
+        let port: Int
+        let log: Pipe
+
+        init(redis: RedisServerProcess, _ arguments: [String]) async throws {
+            try #require(FileManager.default.isExecutableFile(atPath: HTTPShutdownTests.echoServerURL.path))
+            port = try #require(freeLoopbackPort())
+            process = Process()
+            process.executableURL = HTTPShutdownTests.echoServerURL
+            process.arguments =
+                ["--port", String(port), "--http-port", "0", "--loops", "2", "--redis", redis.url(), "--instances", "2"]
+                + arguments
+            log = Pipe()
+            process.standardError = log
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let port = self.port
+            try await pollUntil { (try? LineClient(port: port)) != nil }
+        }
+
+        func client() throws -> LineClient { try LineClient(port: port) }
+
+        /// Sends one request and reads its reply.
+        func send(_ line: String) async throws -> String {
+            let client = try client()
+            try client.send("r \(line)\n")
+            return try await client.readLine()
+        }
+
+        /// `payments=` from `STATS`.
+        func payments() async throws -> Int {
+            let stats = try await send("STATS")
+            let field = try #require(stats.split(separator: " ").first { $0.hasPrefix("payments=") })
+            return try #require(Int(field.dropFirst("payments=".count)))
+        }
+
+        func stop() {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+    }
+
+    /// What a storm's connections share.
+    final class Storm: Sendable {
+        let replies = Mutex<[(pair: Int, reply: String)]>([])
+        let sent = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+
+        func add(_ pair: Int, _ reply: String) { replies.withLock { $0.append((pair, reply)) } }
+        var all: [(pair: Int, reply: String)] { replies.withLock { $0 } }
+    }
+
+    /// The charge id of an `OK charge=<id>` reply.
+    static func charge(_ reply: String) -> String? {
+        reply.split(separator: " ").first { $0.hasPrefix("charge=") }.map { String($0.dropFirst("charge=".count)) }
+    }
+
+    @Test func aPayStormSplitAcrossTwoInstancesChargesOncePerPair() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let a = try await Instance(redis: redis, ["--pay-latency-ms", "20"])
+        defer { a.stop() }
+        let b = try await Instance(redis: redis, ["--pay-latency-ms", "20"])
+        defer { b.stop() }
+        let pairs = 200
+        let storm = Storm()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Every pair goes to both instances, on 8 connections each, in opposite orders.
+            for (instance, order) in [(a, Array(0..<pairs)), (b, Array((0..<pairs).reversed()))] {
+                for lane in 0..<8 {
+                    let client = try instance.client()
+                    group.addTask {
+                        let mine = order.enumerated().filter { $0.offset % 8 == lane }.map(\.element)
+                        for pair in mine { try client.send("\(pair) PAY acct\(pair % 7) storm-\(pair) \(pair % 90 + 1)\n") }
+                        for _ in mine {
+                            let line = try await client.readLine()
+                            let pair = try #require(Int(line.split(separator: " ")[0]))
+                            storm.add(pair, line)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let all = storm.all
+        #expect(all.count == 2 * pairs)
+        var charges: [Int: Set<String>] = [:]
+        var executed: [Int: Int] = [:]
+        for (pair, reply) in all {
+            let charge = try #require(Self.charge(reply), "\(reply)")
+            charges[pair, default: []].insert(charge)
+            if !reply.hasSuffix("replayed=true") { executed[pair, default: 0] += 1 }
+        }
+        // One charge per pair, the duplicate replayed (or joined) with the same charge id.
+        #expect(charges.count == pairs && charges.values.allSatisfy { $0.count == 1 })
+        #expect(executed.count == pairs && executed.values.allSatisfy { $0 == 1 })
+        #expect(try await a.payments() + b.payments() == pairs)
+    }
+
+    /// A payment slower than its lease: its instance renews the lease while it runs, so the
+    /// other instance refuses the duplicate throughout and then replays the one charge.
+    @Test func aPaymentSlowerThanItsLeaseIsChargedOnceAcrossInstances() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let options = ["--pay-latency-ms", "1500", "--pay-lease-ms", "300", "--pay-concurrent", "reject"]
+        let a = try await Instance(redis: redis, options)
+        defer { a.stop() }
+        let b = try await Instance(redis: redis, options)
+        defer { b.stop() }
+        let owner = try a.client()
+        try owner.send("1 PAY acct slow 42\n")
+        let ownerReply = Task { try await owner.readLine() }
+        try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:4:acctslow}:r"]) == "1" }
+        // Five leases long, the duplicate is refused, never run.
+        var refusals = 0
+        while !(try await redis.command(["HEXISTS", "sluice:{pay:4:acctslow}:r", "result"]) == "1") {
+            let reply = try await b.send("PAY acct slow 42")
+            #expect(reply == "r ERR conflict" || reply.hasSuffix("replayed=true"), "\(reply)")
+            if reply == "r ERR conflict" { refusals += 1 }
+        }
+        #expect(refusals > 0)
+        let first = try await ownerReply.value
+        let charge = try #require(Self.charge(first), "\(first)")
+        #expect(try await b.send("PAY acct slow 42") == "r OK charge=\(charge) replayed=true")
+        #expect(try await a.payments() + b.payments() == 1)
+    }
+
+    @Test func throttlesAndRateLimitsAreSharedAcrossInstances() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let options = ["--tap-window-ms", "60000", "--limit-rate", "1", "--limit-period-ms", "60000", "--limit-burst", "2"]
+        let a = try await Instance(redis: redis, options)
+        defer { a.stop() }
+        let b = try await Instance(redis: redis, options)
+        defer { b.stop() }
+        #expect(try await a.send("TAP user").hasPrefix("r OK tap=1"))
+        #expect(try await b.send("TAP user").hasPrefix("r THROTTLED retry-after-ms="))
+        #expect(try await b.send("TAP other").hasPrefix("r OK tap=1"))
+        #expect(try await a.send("LIMIT api").hasPrefix("r OK limit=3 remaining=2"))
+        #expect(try await b.send("LIMIT api").hasPrefix("r OK limit=3 remaining=1"))
+        #expect(try await a.send("LIMIT api").hasPrefix("r OK limit=3 remaining=0"))
+        #expect(try await b.send("LIMIT api").hasPrefix("r LIMITED retry-after-ms="))
+        // Every key Sluice wrote carries a TTL.
+        for key in ["sluice:{tap:user}:t", "sluice:{tap:other}:t", "sluice:{limit:api}:g"] {
+            let ttl = try #require(try await redis.command(["PTTL", key]).flatMap { Int($0) })
+            #expect(ttl > 0, "\(key)")
+        }
+    }
+
+    /// Redis is killed in the middle of a PAY storm and restarted: with the default failure mode
+    /// (closed) the instances answer `ERR unavailable` meanwhile, charge nothing twice, and go
+    /// back to Redis by themselves. Redis runs with its append-only file, as a store of
+    /// payments must.
+    @Test func redisKilledMidStormChargesNothingTwiceAndRecovers() async throws {
+        let redis = try await RedisServerProcess.start(persistent: true)
+        defer { redis.stop() }
+        let a = try await Instance(redis: redis, ["--pay-latency-ms", "5", "--redis-timeout-ms", "100"])
+        defer { a.stop() }
+        let b = try await Instance(redis: redis, ["--pay-latency-ms", "5", "--redis-timeout-ms", "100"])
+        defer { b.stop() }
+        let storm = Storm()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, instance) in [a, b].enumerated() {
+                for lane in 0..<4 {
+                    let client = try instance.client()
+                    group.addTask {
+                        var round = 0
+                        while !storm.stop.load(ordering: .acquiring) {
+                            // Both instances walk the same pairs: each pair is sent about twice.
+                            let pair = round * 4 + lane
+                            round += 1
+                            try client.send("\(pair) PAY acct\(pair % 5) outage-\(pair) \(pair % 40 + 1)\n")
+                            let reply = try await client.readLine()
+                            storm.add(pair, reply)
+                            if index == 0 { storm.sent.add(1, ordering: .relaxed) }
+                        }
+                    }
+                }
+            }
+            try await pollUntil { storm.sent.load(ordering: .relaxed) >= 200 }
+            redis.kill()
+            let killedAt = storm.all.count
+            try await pollUntil { storm.all[killedAt...].contains { $0.reply.hasSuffix("ERR unavailable") } }
+            try await redis.restart()
+            let restartedAt = storm.all.count
+            // Back to Redis without restarting the instances.
+            try await pollUntil(seconds: 15) {
+                storm.all[restartedAt...].filter { Self.charge($0.reply) != nil && !$0.reply.hasSuffix("replayed=true") }.count >= 20
+            }
+            storm.stop.store(true, ordering: .releasing)
+            try await group.waitForAll()
+        }
+        let all = storm.all
+        var charges: [Int: Set<String>] = [:]
+        for (pair, reply) in all {
+            let kind = reply.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+            #expect(["OK", "ERR"].contains(kind), "\(reply)")
+            if kind == "ERR" { #expect(reply.hasSuffix("ERR unavailable") || reply.hasSuffix("ERR conflict"), "\(reply)") }
+            if let charge = Self.charge(reply) { charges[pair, default: []].insert(charge) }
+        }
+        #expect(all.contains { $0.reply.hasSuffix("ERR unavailable") })
+        #expect(charges.values.allSatisfy { $0.count == 1 }, "a pair charged twice")
+        // Every charge the processors made belongs to exactly one pair (no lost or double charge).
+        try await pollUntil { try await a.payments() + b.payments() == charges.count }
+    }
+
+    /// `--redis-failure local`: with Redis gone, a payment runs under this instance's own record
+    /// and its reply says so; once Redis is back, replies carry no such mark.
+    @Test func localFailureModeRunsPaymentsWithALocalGuarantee() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let a = try await Instance(redis: redis, ["--redis-failure", "local", "--redis-timeout-ms", "100"])
+        defer { a.stop() }
+        #expect(try await a.send("PAY acct before 5").hasPrefix("r OK charge="))
+        redis.kill()
+        try await pollUntil { try await a.send("PAY acct down-\(UUID().uuidString.prefix(8)) 5").hasSuffix("guarantee=local") }
+        let local = try await a.send("PAY acct during 5")
+        #expect(local.hasSuffix("guarantee=local"), "\(local)")
+        #expect(try await a.send("PAY acct during 5").hasSuffix("replayed=true guarantee=local"))
+        #expect(try await a.send("TAP user").hasPrefix("r OK tap="))
+        try await redis.restart()
+        try await pollUntil {
+            let reply = try await a.send("PAY acct after-\(UUID().uuidString.prefix(8)) 5")
+            return reply.hasPrefix("r OK charge=") && !reply.contains("guarantee")
+        }
+    }
+}
