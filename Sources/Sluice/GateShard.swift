@@ -36,6 +36,8 @@ final class GateShard: @unchecked Sendable {
     /// The waiter token of the request the last `submit` decided about.
     @usableFromInline @exclusivity(unchecked) var lastSubmittedToken = EventToken(0)
     private var sweepTimer: (any GateTimer)?
+    /// Set once the gate drains: a store's late answer starts no new execution.
+    @usableFromInline var isDraining = false
     private var drainSignal: DrainSignal?
 
     init(
@@ -230,6 +232,7 @@ final class GateShard: @unchecked Sendable {
 
     /// The gate began to drain: `signal` hears when this shard has no execution left.
     func beginDrain(_ signal: DrainSignal) {
+        isDraining = true
         if executionCount == 0 {
             signal.shardIsIdle()
         } else {

@@ -125,13 +125,15 @@ public final class MemoryStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
-            guard var existing = state.records[record], t < existing.expiresAt, existing.lease == lease,
-                existing.result == nil
-            else { return .success(false) }
+            // A claim replaces the record's lease: the same lease means no one claimed it since,
+            // even if it ran out.
+            guard var existing = state.records[record], existing.lease == lease, existing.result == nil else {
+                return .success(false)
+            }
             existing.expiresAt = Self.add(t, duration.nanosecondsClamped)
             state.records[record] = existing
             return .success(true)

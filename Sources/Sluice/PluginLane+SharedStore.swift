@@ -142,7 +142,8 @@ extension PluginLane {
         binding: SharedLaneState<Output>, options: IdempotencyOptions
     ) -> GateOutcome<Output>? {
         let identity = handle.plugin.identity(for: request.input)
-        // What this process holds first: its own running execution, or a result not written yet.
+        // What this process holds comes first: its own running execution, a result not written
+        // yet, or a record it ran alone while the store was down.
         if let flight = binding.flights[identity.record] {
             guard flight.fingerprint == identity.fingerprint else { return .mismatch }
             if (identity.concurrent ?? options.concurrent) == .reject { return .conflict }
@@ -152,9 +153,36 @@ extension PluginLane {
             guard unwritten.fingerprint == identity.fingerprint else { return .mismatch }
             return Self.replay(unwritten.result)
         }
-        if let refused = addPending(request, token: token, later: later, shard: shard) { return refused }
+        if hasLocalRecord(identity.record, shard: shard) {
+            // Decided here while the store was down: only this process knows it, so it answers
+            // from its own table (and says so), rather than letting the store run it again.
+            let outcome = submitIdempotent(request, token: token, later: {
+                let completion = later()
+                return { completion($0.decidedLocally) }
+            }, shard: shard)
+            return outcome?.decidedLocally
+        }
+        // Results this process could not write yet are bounded: past the cap, refuse new claims.
+        guard binding.unwritten.count < SharedLaneState<Output>.maximumUnwritten else { return .unavailable }
+        if recordQuota != nil {
+            // Charged before the claim (a refused or duplicate request gives it back), so that a
+            // flood of new records never reaches the store.
+            let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+            guard decision?.allowed == true else { return .busy }
+        }
+        if let refused = addPending(request, token: token, later: later, shard: shard) {
+            recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+            return refused
+        }
         claim(request, token: token, identity: identity, attempt: 0, deadline: nil, shard: shard, binding: binding)
         return nil
+    }
+
+    /// Whether this process's own table holds a live record of `record` (a payment it ran alone,
+    /// in `local` mode, while the store was down).
+    func hasLocalRecord(_ record: String, shard: GateShard) -> Bool {
+        guard let table = idempotency?.table, let index = table.index(of: record) else { return false }
+        return !table[index].isIdle(at: shard.clock.now)
     }
 
     static func replay(_ result: Result<Output, any Error>) -> GateOutcome<Output> {
@@ -187,59 +215,105 @@ extension PluginLane {
         }
     }
 
+    /// Answers a request whose record this process holds (running here, or its result not
+    /// written yet) from that, not from the store. Returns whether it did.
+    func answerFromFlight(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, completion: @escaping Completion,
+        shard: GateShard, binding: SharedLaneState<Output>, options: IdempotencyOptions
+    ) -> Bool {
+        if let flight = binding.flights[identity.record] {
+            if flight.fingerprint != identity.fingerprint {
+                deliver(completion, .mismatch)
+            } else if (identity.concurrent ?? options.concurrent) == .reject {
+                deliver(completion, .conflict)
+            } else if let outcome = join(request, token: token, owner: flight.token, later: { completion }, shard: shard) {
+                deliver(completion, outcome)
+            }
+            return true
+        }
+        if let unwritten = binding.unwritten[identity.record] {
+            deliver(completion, unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch)
+            return true
+        }
+        return false
+    }
+
     func claimAnswered(
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity,
         result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, shard: GateShard
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = StoreKey(plugin: handle.plugin.name, key: identity.record)
+        let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now) }
+        if case .success(.claimed(let lease)) = result, let flight = binding.flights[identity.record] {
+            // An execution of this record still runs here, but its lease ran out (the store was
+            // unreachable longer than the lease) and this claim took it: the running execution
+            // adopts the new lease, and this request is its duplicate.
+            binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
+            binding.leases[flight.token] = lease
+            binding.lost.remove(flight.token)
+            scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
+        } else if case .success(.claimed(let lease)) = result, binding.unwritten[identity.record] != nil {
+            // Cannot happen (a result waiting for its write keeps its record): give the claim back.
+            releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+        }
+        if case .success(.claimed) = result, binding.flights[identity.record] == nil,
+            binding.unwritten[identity.record] == nil
+        {
+            // Fall through to run it.
+        } else if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
+            // This process holds the record now (its own claim landed meanwhile): answer from it.
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            _ = answerFromFlight(
+                request, token: token, identity: identity, completion: completion, shard: shard, binding: binding,
+                options: options)
+            return
+        }
         switch result {
         case .success(.claimed(let lease)):
             guard let completion = takePending(token, shard: shard) else {
                 // Its caller left before it ran: give the record back so that a retry runs.
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                refundQuota()
                 return
             }
-            if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
-                // Cannot happen (the store gave this process the record twice): refuse rather
-                // than run twice.
+            if shard.isDraining {
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                deliver(completion, .conflict)
+                refundQuota()
+                deliver(completion, .shuttingDown)
                 return
-            }
-            if recordQuota != nil {
-                let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
-                guard decision?.allowed == true else {
-                    releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                    deliver(completion, .busy)
-                    return
-                }
             }
             if let refused = admit(request, token: token, kind: .idempotent, record: identity.record, shard: shard) {
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+                refundQuota()
                 deliver(completion, refused)
                 return
             }
             binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
             binding.leases[token] = lease
-            scheduleHeartbeat(token, key: key, lease: lease, every: options.lease / 3, shard: shard)
+            scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
             if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome) }
         case .success(.running):
             if (identity.concurrent ?? options.concurrent) == .reject {
-                if let completion = takePending(token, shard: shard) { deliver(completion, .conflict) }
+                guard let completion = takePending(token, shard: shard) else { return }
+                refundQuota()
+                deliver(completion, .conflict)
                 return
             }
             let now = shard.clock.now
             let until = deadline ?? now + options.lease
             guard now < until else {
                 // Waited a whole lease and the other instance still runs it: refuse, not guess.
-                if let completion = takePending(token, shard: shard) { deliver(completion, .conflict) }
+                guard let completion = takePending(token, shard: shard) else { return }
+                refundQuota()
+                deliver(completion, .conflict)
                 return
             }
             schedulePoll(request, token: token, identity: identity, attempt: attempt + 1, deadline: until, shard: shard)
         case .success(.completed(let bytes)):
             guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
             if let stored = StoredResult.decode(bytes, as: Output.self) {
                 deliver(completion, Self.replay(stored))
             } else {
@@ -250,15 +324,22 @@ extension PluginLane {
             binding.logger.debug(
                 "idempotency key reused with another payload",
                 metadata: ["record": "\(key)", "stored-fingerprint": "\(stored)", "fingerprint": "\(identity.fingerprint)"])
-            if let completion = takePending(token, shard: shard) { deliver(completion, .mismatch) }
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            deliver(completion, .mismatch)
         case .failure:
             // The claim may have landed before the store failed: give it back, by owner.
             let owner = owner(of: token, shard: shard, binding: binding)
             releaseRecord(key, lease: StoreLease(owner: owner, fence: 0), attempt: 0, shard: shard)
-            guard let completion = takePending(token, shard: shard) else { return }
+            guard let completion = takePending(token, shard: shard) else {
+                refundQuota()
+                return
+            }
+            refundQuota()
             binding.countFallback()
-            guard binding.failureMode == .local else {
-                // A payment never fails open.
+            // A payment never fails open, and never runs alone once the store has said that
+            // another owner runs it (`deadline` is set after the first "running").
+            guard binding.failureMode == .local, deadline == nil else {
                 deliver(completion, .unavailable)
                 return
             }
@@ -278,9 +359,8 @@ extension PluginLane {
         guard let binding = shared else { return }
         let base = min(500, 20 << min(attempt - 1, 5))
         let delay = Duration.milliseconds(Int.random(in: base / 2...base + base / 2))
-        let at = shard.clock.now + delay
         let index = self.index
-        binding.polls[token] = shard.clock.schedule(at: at) { [shard] in
+        binding.polls[token] = shard.clock.schedule(at: shard.clock.now + delay) { [shard] in
             guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared else { return }
             binding.polls[token] = nil
             // It left meanwhile (its waiter is gone): stop polling.
@@ -293,27 +373,39 @@ extension PluginLane {
 
     // MARK: - Leases
 
-    func scheduleHeartbeat(_ token: EventToken, key: StoreKey, lease: StoreLease, every period: Duration, shard: GateShard) {
+    /// Renews the lease every third of its length while its execution runs and until its result
+    /// is written; a failed renewal is tried again sooner (every twelfth), so that a passing
+    /// failure does not let the lease run out.
+    func scheduleHeartbeat(
+        _ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, shard: GateShard, retrying: Bool = false
+    ) {
         guard let binding = shared, let options = binding.idempotency else { return }
-        let at = shard.clock.now + period
+        let period = retrying ? max(.milliseconds(20), options.lease / 12) : options.lease / 3
         let index = self.index
-        binding.heartbeats[token] = shard.clock.schedule(at: at) { [shard] in
+        binding.heartbeats[token] = shard.clock.schedule(at: shard.clock.now + period) { [shard] in
             guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
                 binding.leases[token] == lease
             else { return }
-            binding.store.renew(key, lease: lease, duration: options.lease, on: shard.loop) { [shard] result in
+            binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: options.lease, on: shard.loop) {
+                [shard] result in
                 guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
                     binding.leases[token] == lease
                 else { return }
-                if case .success(false) = result {
-                    // Another owner holds the record now: stop the effect if it has not committed.
+                switch result {
+                case .success(true):
+                    lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
+                case .success(false):
+                    // Another owner holds the record: stop the effect if it has not committed. The
+                    // lease stays, so that a result is still offered to the store, whose fence
+                    // decides.
                     binding.staleOwners.increment()
+                    binding.lost.insert(token)
+                    binding.heartbeats[token] = nil
                     binding.logger.error("lease lost while the effect ran; cancelling it", metadata: ["record": "\(key)"])
-                    binding.leases[token] = nil
                     _ = lane.cancelExecution(token, reason: .evicted, shard: shard)
-                    return
+                case .failure:
+                    lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard, retrying: true)
                 }
-                lane.scheduleHeartbeat(token, key: key, lease: lease, every: period, shard: shard)
             }
         }
     }
@@ -322,30 +414,51 @@ extension PluginLane {
     /// Returns `false` when the execution held no shared lease (it ran under the local table).
     @usableFromInline
     func finishShared(_ token: EventToken, result: Result<Output, any Error>, execution: Execution, shard: GateShard) -> Bool {
-        guard let binding = shared, let lease = binding.leases.removeValue(forKey: token),
-            let options = binding.idempotency
-        else { return false }
-        binding.heartbeats.removeValue(forKey: token)?.cancel()
-        let flight = binding.flights.removeValue(forKey: execution.record)
+        guard let binding = shared, let lease = binding.leases[token], let options = binding.idempotency else {
+            return false
+        }
+        var fingerprint = ""
+        if let flight = binding.flights[execution.record], flight.token == token {
+            fingerprint = flight.fingerprint
+            binding.flights[execution.record] = nil
+        }
         let key = StoreKey(plugin: handle.plugin.name, key: execution.record)
-        let isError: Bool
+        let bytes: [UInt8]
         switch result {
-        case .success(let output): isError = handle.plugin.isFailure(output)
-        case .failure(let error):
-            if execution.isCancelling || error is CancellationError {
+        case .success(let output):
+            if handle.plugin.isFailure(output) && !options.cacheErrors {
+                forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 return true
             }
-            isError = true
+            // A result that ran is never given back: one that cannot be encoded is stored as a
+            // failure, replayed as such.
+            bytes = StoredResult.encode(result)
+                ?? StoredResult.encode(Result<Output, any Error>.failure(StoredEffectError(message: "the result could not be stored")))
+                ?? []
+        case .failure(let error):
+            if execution.isCancelling || error is CancellationError || !options.cacheErrors {
+                // Cancelled before committing (or an error the options do not keep): give the
+                // record back so that a retry runs.
+                forgetLease(token)
+                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                return true
+            }
+            bytes = StoredResult.encode(result) ?? []
         }
-        guard !(isError && !options.cacheErrors), let bytes = StoredResult.encode(result) else {
-            releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-            return true
-        }
+        // Duplicates here replay it while it is written; the heartbeat keeps the lease meanwhile.
         binding.unwritten[execution.record] = SharedLaneState.Unwritten(
-            fingerprint: flight?.fingerprint ?? "", lease: lease, result: result, bytes: bytes)
+            token: token, fingerprint: fingerprint, lease: lease, result: result, bytes: bytes)
         writeResult(execution.record, attempt: 0, shard: shard)
         return true
+    }
+
+    /// Stops renewing `token`'s lease and forgets it.
+    func forgetLease(_ token: EventToken) {
+        guard let binding = shared else { return }
+        binding.leases[token] = nil
+        binding.lost.remove(token)
+        binding.heartbeats.removeValue(forKey: token)?.cancel()
     }
 
     /// Writes an unwritten result, retrying with backoff (50 ms doubling to 2 s) until the store
@@ -357,16 +470,20 @@ extension PluginLane {
         let key = StoreKey(plugin: handle.plugin.name, key: record)
         let index = self.index
         let lease = unwritten.lease
-        binding.store.complete(key, lease: lease, fingerprint: unwritten.fingerprint, result: unwritten.bytes, retention: options.retention, on: shard.loop)
-        { [shard] result in
+        binding.store.complete(
+            key, lease: lease, fingerprint: unwritten.fingerprint, result: unwritten.bytes, retention: options.retention,
+            on: shard.loop
+        ) { [shard] result in
             guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
-                binding.unwritten[record]?.lease == lease
+                let unwritten = binding.unwritten[record], unwritten.lease == lease
             else { return }
             switch result {
             case .success(true):
                 binding.unwritten[record] = nil
+                lane.forgetLease(unwritten.token)
             case .success(false):
                 binding.unwritten[record] = nil
+                lane.forgetLease(unwritten.token)
                 binding.staleOwners.increment()
                 binding.logger.error(
                     "the store refused a completion: its lease is no longer current", metadata: ["record": "\(key)"])
@@ -397,24 +514,19 @@ extension PluginLane {
         }
     }
 
-    /// Gives back the shared record of a drained execution. Returns `false` when the execution
-    /// held no shared lease.
+    /// Whether execution `token` holds a shared lease: at a drain it is answered but kept, so that
+    /// a late end still writes its result or gives its record back.
     @usableFromInline
-    func releaseShared(_ token: EventToken, record: String, shard: GateShard) -> Bool {
-        guard let binding = shared, let lease = binding.leases.removeValue(forKey: token) else { return false }
-        binding.heartbeats.removeValue(forKey: token)?.cancel()
-        binding.flights[record] = nil
-        releaseRecord(StoreKey(plugin: handle.plugin.name, key: record), lease: lease, attempt: 0, shard: shard)
-        return true
+    func holdsSharedLease(_ token: EventToken) -> Bool {
+        shared?.leases[token] != nil
     }
 
-    /// Stops the store's timers and answers the requests still waiting for it (the gate drains).
+    /// Stops polling and answers the requests still waiting for the store (the gate drains).
+    /// Leases stay renewed while their executions (kept by the drain) or their writes finish.
     @usableFromInline
     func drainShared(reason: CancellationReason, shard: GateShard) {
         guard let binding = shared else { return }
-        for timer in binding.heartbeats.values { timer.cancel() }
         for timer in binding.polls.values { timer.cancel() }
-        binding.heartbeats.removeAll()
         binding.polls.removeAll()
         let pending = waiters.keys.filter { waiters[$0]?.execution == Self.pendingDecision }
         for token in pending { answer(token, with: .cancelled(reason), shard: shard) }

@@ -734,15 +734,26 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         timers.removeAll()
         let tokens = executions.keys.sorted { $0.rawValue < $1.rawValue }
         for token in tokens {
+            if let execution = executions[token], execution.kind == .idempotent, holdsSharedLease(token) {
+                // A payment holding a shared record may have committed already: its callers are
+                // answered, but it is kept (and its lease renewed) until its task ends, so that
+                // its result is still written, or its record given back if it did not commit.
+                // Giving the record back now would let another instance charge it again.
+                executions.update(token) {
+                    $0.state = .cancelling(reason)
+                    $0.joiners = []
+                }
+                execution.task?.cancel()
+                shard.countCancelled()
+                answer(execution.leader, with: .cancelled(reason), shard: shard)
+                for joiner in execution.joiners { answer(joiner, with: .cancelled(reason), shard: shard) }
+                continue
+            }
             guard let execution = executions.remove(token) else { continue }
             release(Self.executionBytes)
             shard.executionEnded()
             execution.task?.cancel()
-            if execution.kind == .idempotent {
-                if !releaseShared(token, record: execution.record, shard: shard) {
-                    idempotency?.cancel(key: execution.record, owner: token)
-                }
-            }
+            if execution.kind == .idempotent { idempotency?.cancel(key: execution.record, owner: token) }
             if execution.kind != .single { shard.finishEntry(token) }
             shard.countCancelled()
             let joiners = execution.kind == .singleFlight

@@ -19,6 +19,8 @@ final class SharedLaneState<Output> {
     /// A result whose completion has not reached the store yet: duplicates here replay it, and
     /// the write is retried until the store accepts or refuses it.
     struct Unwritten {
+        /// The execution that produced it (its lease is renewed until the write lands).
+        let token: EventToken
         let fingerprint: String
         let lease: StoreLease
         let result: Result<Output, any Error>
@@ -42,6 +44,12 @@ final class SharedLaneState<Output> {
     var heartbeats: [EventToken: any GateTimer] = [:]
     var unwritten: [String: Unwritten] = [:]
     var polls: [EventToken: any GateTimer] = [:]
+    /// Executions whose lease the store said another owner holds now.
+    var lost: Set<EventToken> = []
+
+    /// Results not written yet that one lane holds at most; past it, new claims are refused
+    /// (`unavailable`) until the store takes them.
+    static var maximumUnwritten: Int { 4_096 }
 
     init(store: PluginStore, shared: any SharedStore, policy: GatePolicy, plugin: String) {
         self.store = shared

@@ -39,10 +39,11 @@ public protocol SharedStore: Sendable {
         _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void)
 
-    /// Extends a running owner's lease to `duration` from now. `false` when the lease is no
-    /// longer the record's (it ran out and was taken over, or the record is gone).
+    /// Extends a running owner's lease to `duration` from now. A lease that ran out is still
+    /// current until another owner claims the record: it is renewed (the record opened again with
+    /// `fingerprint`). `false` when another owner claimed it since: nothing changes.
     func renew(
-        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
 
     /// Stores the result of the lease's execution, kept `retention`, with the claim's

@@ -1,7 +1,9 @@
+import CoreMetrics
 import Logging
 import Sluice
 import SluiceCore
 import SluiceLibevent
+import Synchronization
 
 /// A `SharedStore` in Redis: the state of throttles, GCRA rate limits and idempotency records
 /// that several Sluice instances share.
@@ -23,6 +25,11 @@ public final class RedisStore: SharedStore {
     public let endpoint: RedisEndpoint
     private let prefix: String
     private let connections: [ObjectIdentifier: RedisConnection]
+    private let logger: Logger
+    /// Answers the scripts do not allow (a script error, `OOM`, `READONLY` after a failover,
+    /// `MOVED` from a cluster): counted, and logged at most once a minute.
+    private let protocolErrors = Counter(label: "sluice_store_failures_total", dimensions: [("reason", "protocol")])
+    private let lastProtocolLog = Mutex<ContinuousClock.Instant?>(nil)
 
     /// A store on `endpoint` with a connection on each loop of `group`; call ``start()``.
     ///
@@ -38,6 +45,7 @@ public final class RedisStore: SharedStore {
     ) {
         self.endpoint = endpoint
         self.prefix = prefix
+        self.logger = logger
         var connections: [ObjectIdentifier: RedisConnection] = [:]
         for loop in group.loops {
             connections[ObjectIdentifier(loop)] = RedisConnection(endpoint: endpoint, loop: loop, timeout: timeout, logger: logger)
@@ -102,6 +110,7 @@ public final class RedisStore: SharedStore {
                 if let value = parse(reply) {
                     completion(.success(value))
                 } else {
+                    self.protocolError(reply)
                     completion(.failure(StoreError(code: .protocolError, message: "unexpected reply to a store script", value: "\(reply)")))
                 }
             case .failure(let error):
@@ -118,6 +127,21 @@ public final class RedisStore: SharedStore {
                 return
             }
             finish(result)
+        }
+    }
+
+    private func protocolError(_ reply: RedisReply) {
+        protocolErrors.increment()
+        let now = ContinuousClock.now
+        let log = lastProtocolLog.withLock { last -> Bool in
+            if let last, now - last < .seconds(60) { return false }
+            last = now
+            return true
+        }
+        if log {
+            logger.error(
+                "Redis answered a store script with something it does not allow; decisions fall back as configured",
+                metadata: ["redis": "\(endpoint)", "reply": "\(String(describing: reply).prefix(200))"])
         }
     }
 
@@ -140,11 +164,15 @@ public final class RedisStore: SharedStore {
         _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
-        let emission = max(1, options.period.nanosecondsClamped / 1_000 / Int64(options.count))
-        let tolerance = emission * Int64(options.limit)
+        // The emission interval in microseconds with three decimals (nanoseconds), so that high
+        // rates are not rounded to a whole microsecond.
+        let emission = max(1, options.period.nanosecondsClamped / Int64(options.count))
+        let emissionText = "\(emission / 1_000).\(String(emission % 1_000 + 1_000).dropFirst())"
+        let tolerance = emission.multipliedReportingOverflow(by: Int64(options.limit))
+        let toleranceText = tolerance.overflow ? "9007199254740992" : "\(tolerance.partialValue / 1_000)"
         run(
             RedisStoreScripts.rateLimit, keys: [self.key(key, "g")],
-            arguments: [Self.argument(emission), Self.argument(tolerance), Self.argument(max(0, cost))], on: loop,
+            arguments: [Array(emissionText.utf8), Array(toleranceText.utf8), Self.argument(max(0, cost))], on: loop,
             completion
         ) { reply in
             guard let fields = reply.array, fields.count == 4, let allowed = fields[0].int, let remaining = fields[1].int,
@@ -160,8 +188,10 @@ public final class RedisStore: SharedStore {
         _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
-        // The fence counter outlives any record of its key, so fences only grow.
-        let counterTTL = Self.milliseconds(lease) + 7 * 24 * 3_600_000
+        // The fence counter outlives its record's lease (a late owner's completion checks it);
+        // every renewal extends it too. Once it expires, fences start again at 1: safe, as a
+        // lease also names its owner, and owners are unique.
+        let counterTTL = Self.milliseconds(lease) * 4
         run(
             RedisStoreScripts.claim, keys: [self.key(record, "r"), self.key(record, "f")],
             arguments: [
@@ -185,13 +215,15 @@ public final class RedisStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, duration: Duration, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
-            RedisStoreScripts.renew, keys: [key(record, "r")],
-            arguments: [Array(lease.owner.utf8), Self.argument(lease.fence), Self.argument(Self.milliseconds(duration))],
-            on: loop, completion
+            RedisStoreScripts.renew, keys: [key(record, "r"), key(record, "f")],
+            arguments: [
+                Array(lease.owner.utf8), Self.argument(lease.fence), Self.argument(Self.milliseconds(duration)),
+                Array(fingerprint.utf8),
+            ], on: loop, completion
         ) { $0.int.map { $0 == 1 } }
     }
 

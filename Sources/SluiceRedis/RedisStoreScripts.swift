@@ -17,8 +17,8 @@ enum RedisStoreScripts {
         return 0
         """)
 
-    /// GCRA (redis-cell's `CL.THROTTLE`). KEYS: arrival time. ARGV: emission interval (µs),
-    /// tolerance (µs, interval × limit), quantity. Returns {allowed, remaining, retry-after µs
+    /// GCRA (redis-cell's `CL.THROTTLE`). KEYS: arrival time. ARGV: emission interval (µs, with
+    /// a fraction), tolerance (µs, interval × limit), quantity. Returns {allowed, remaining, retry-after µs
     /// (-1: none), reset-after µs}. A refused request stores nothing.
     static let rateLimit = RedisScript(
         """
@@ -49,7 +49,7 @@ enum RedisStoreScripts {
         """)
 
     /// Claims an idempotency record. KEYS: record (hash), fence counter. ARGV: fingerprint,
-    /// owner, lease (ms), fence counter TTL (ms). Returns {'claimed', fence}, {'running'},
+    /// owner, lease (ms), fence counter TTL (ms, four leases). Returns {'claimed', fence}, {'running'},
     /// {'completed', result} or {'mismatch', stored fingerprint}. A record whose lease ran out has
     /// expired and is claimed again with the next fence.
     static let claim = RedisScript(
@@ -67,13 +67,22 @@ enum RedisStoreScripts {
         return {'claimed', fence}
         """)
 
-    /// Renews a running owner's lease. KEYS: record. ARGV: owner, fence, lease (ms). Returns 1,
-    /// or 0 when the lease is not the record's.
+    /// Renews a running owner's lease. KEYS: record, fence counter. ARGV: owner, fence, lease
+    /// (ms), fingerprint. A lease that ran out while no one claimed the record since (the fence
+    /// counter still names it) is renewed by opening the record again. Returns 1, or 0 when
+    /// another owner claimed it.
     static let renew = RedisScript(
         """
         local r = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'result')
-        if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] then return 0 end
+        if r[1] then
+          if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] then return 0 end
+        elseif redis.call('GET', KEYS[2]) == ARGV[2] then
+          redis.call('HSET', KEYS[1], 'fp', ARGV[4], 'owner', ARGV[1], 'fence', ARGV[2])
+        else
+          return 0
+        end
         redis.call('PEXPIRE', KEYS[1], ARGV[3])
+        redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) * 4)
         return 1
         """)
 

@@ -186,6 +186,43 @@ import Testing
         #expect(back.kind == "ran" && back.runInfo?.guarantee == .store)
     }
 
+    /// A payment run alone while the store was down is answered by this instance afterwards,
+    /// from its own record: the store, which never saw it, must not run it again.
+    @Test func aPaymentRunAloneIsReplayedLocallyOnceTheStoreIsBack() async throws {
+        let processor = CountingProcessor(latency: .zero)
+        let (fleet, payA, _) = try makeFleet({ try PaymentPlugin(processor: processor) }, mode: .local)
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "alone", amount: 9)
+        fleet.store.setAvailable(false)
+        let first = await fleet.a.gate.submit(payA, payment)
+        #expect(first.kind == "ran" && first.runInfo?.guarantee == .local)
+        fleet.store.setAvailable(true)
+        let retry = await fleet.a.gate.submit(payA, payment)
+        #expect(retry.kind == "replayed" && retry.runInfo?.guarantee == .local)
+        #expect(retry.output == first.output)
+        #expect(processor.charges.current == 1)
+    }
+
+    /// A duplicate that heard "running" from the store never runs alone when the store then
+    /// fails, whatever the failure mode: it is refused.
+    @Test func aDuplicateThatHeardRunningNeverRunsAlone() async throws {
+        let processor = CountingProcessor(latency: .seconds(5))
+        let (fleet, payA, payB) = try makeFleet({ try PaymentPlugin(processor: processor) }, mode: .local)
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "heard", amount: 4)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
+        try await pollUntil { fleet.store.calls == 1 }
+        let duplicate = await fleet.b.gate.start(fleet.b.gate.request(payB, payment))
+        try await pollUntil { fleet.store.calls == 2 }
+        fleet.store.setAvailable(false)
+        for _ in 0..<4 { await fleet.advance(by: .milliseconds(500)); await fleet.settle() }
+        #expect(await duplicate.outcome.kind == "unavailable")
+        fleet.store.setAvailable(true)
+        await fleet.advance(by: .seconds(5))
+        #expect(await first.outcome.kind == "ran")
+        #expect(processor.charges.current == 1)
+    }
+
     @Test func aSharedStoreRefusesPoliciesItCannotHold() throws {
         let store = MemoryStore()
         var plugins = PluginRegistry()

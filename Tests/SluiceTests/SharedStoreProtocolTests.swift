@@ -103,10 +103,10 @@ struct SharedStoreProtocolTests {
         }
         let current = try #require(taken)
         #expect(current.fence > stale.fence)
-        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: stale, duration: .seconds(30), on: loop, done) }.get() == false)
+        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: stale, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get() == false)
         #expect(try await fixture.complete(key, stale, "1", "Sstale", retention: .seconds(60)).get() == false)
         #expect(try await fixture.call { loop, done in fixture.store.release(key, lease: stale, on: loop, done) }.get() == false)
-        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: current, duration: .seconds(30), on: loop, done) }.get())
+        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: current, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get())
         #expect(try await fixture.complete(key, current, "1", "Snew", retention: .seconds(60)).get())
         #expect(try await fixture.claim(key, "1", owner: "third", lease: .seconds(5)).get() == .completed(Array("Snew".utf8)))
     }
@@ -125,6 +125,24 @@ struct SharedStoreProtocolTests {
         }
         #expect(try await fixture.complete(key, lease, "1", "Sdone", retention: .seconds(60)).get())
         #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(5)).get() == .completed(Array("Sdone".utf8)))
+    }
+
+    /// An owner whose lease ran out while no one claimed the record renews it: the record is
+    /// open again under its lease, and a later claim finds it running.
+    @Test(arguments: Kind.allCases) func aLeaseThatRanOutUnclaimedIsRenewed(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let key = StoreKey(plugin: "pay", key: "renew-\(kind)")
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "late", lease: .milliseconds(50)) else {
+            Issue.record("the first claim should win")
+            return
+        }
+        if let redis = fixture.redis {
+            try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:renew-redis}:r"]) == "0" }
+        }
+        #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: lease, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get())
+        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(5)).get() == .running)
+        #expect(try await fixture.claim(key, "2", owner: "other", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "1"))
     }
 
     @Test(arguments: Kind.allCases) func recordsExpireWithTheirRetention(kind: Kind) async throws {
