@@ -29,6 +29,14 @@ let package = Package(
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
         .executable(name: "sluice-load", targets: ["SluiceLoad"]),
         .executable(name: "sluice-embedding", targets: ["SluiceEmbedding"]),
+        .library(name: "SluiceHummingbird", targets: ["SluiceHummingbird"]),
+        .executable(name: "sluice-hummingbird-app", targets: ["SluiceHummingbirdApp"]),
+    ],
+    traits: [
+        // Hummingbird (and SwiftNIO under it) is built only for packages that ask for it:
+        // `SluiceHummingbird`, its tests and its example compile empty without this trait.
+        .trait(name: "Hummingbird", description: "Build SluiceHummingbird: Sluice middleware for Hummingbird 2 apps."),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -42,6 +50,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Built only with the `Hummingbird` trait; its own default traits (swift-configuration
+        // support, full Foundation) are not needed by the middleware.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
     ],
     targets: [
         // MARK: C layer
@@ -130,6 +141,17 @@ let package = Package(
             ]
         ),
 
+        // MARK: Framework middleware (the `Hummingbird` trait)
+        .target(
+            name: "SluiceHummingbird",
+            dependencies: [
+                "Sluice", "SluiceHTTP",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ]
+        ),
+
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
@@ -156,6 +178,16 @@ let package = Package(
             name: "SluiceEmbedding",
             dependencies: ["SluiceEmbeddingExample"],
             path: "Examples/Embedding/Sources/sluice-embedding"
+        ),
+
+        .executableTarget(
+            name: "SluiceHummingbirdApp",
+            dependencies: [
+                "Sluice", "SluiceHummingbird",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Examples/HummingbirdApp",
+            exclude: ["README.md", "bench.sh"]
         ),
 
         .target(
@@ -204,6 +236,15 @@ let package = Package(
                 "SluiceRedis",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+            ]
+        ),
+        .testTarget(
+            name: "SluiceHummingbirdTests",
+            dependencies: [
+                "Sluice", "SluiceHTTP", "SluiceHummingbird",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
             ]
         ),
         .testTarget(

@@ -1,0 +1,13 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import SluiceHTTP
+
+extension HTTPAnswer {
+    /// This answer as a Hummingbird `Response` (status, header fields, body).
+    var response: Response {
+        Response(status: status, headers: fields, body: body.isEmpty ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+#endif

@@ -1,0 +1,144 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Sluice
+import SluiceCore
+import SluiceHTTP
+
+/// Stripe-style idempotency in front of the rest of the chain: the first request with an
+/// `Idempotency-Key` runs it, and its response (status, header fields, body) is stored and
+/// replayed to every retry with `Idempotent-Replayed: true`.
+///
+/// The key closure scopes the records (a user, an API key: two users' `Idempotency-Key: "1"`
+/// are two records); `nil` means the request is not governed and passes through. A governed
+/// request is answered:
+///
+/// | case | answer |
+/// | --- | --- |
+/// | first request | the chain's response, stored (a 429 or 503, or a thrown error that is not an `HTTPResponseError`, is not stored and the record is released) |
+/// | retry, same body | the stored response, `Idempotent-Replayed: true` |
+/// | retry while the first runs | 409 `conflict` with `Retry-After: 1`, or with `.join` the first's response, replayed |
+/// | same key, another method, path or body | 422 `mismatch` |
+/// | no `Idempotency-Key` | 400 `missing-idempotency-key` when required, else passes through |
+/// | a malformed or repeated `Idempotency-Key` | 400 `bad-idempotency-key` |
+/// | a body over `requestBodyLimit` | 413 `body-too-large`, nothing runs |
+/// | a response body over `storedBodyLimit` | 500 `response-not-stored`, to the first request and every retry |
+///
+/// The fingerprint is the method, the path and a digest of the body (its length and a 64-bit
+/// stable hash: not cryptographic, and a collision only ever meets the same client's records).
+///
+/// Place it before ``RateLimitMiddleware`` so that a replay is answered before the limit is
+/// consulted and spends no quota; a 429 from the limit is not stored.
+///
+/// ```swift
+/// router.group("pay")
+///     .add(middleware: IdempotencyMiddleware(payments, gate: gate) { request, _ in request.headers[.authorization] })
+///     .add(middleware: RateLimitMiddleware(payLimit, gate: gate) { request, _ in request.headers[.authorization] })
+/// ```
+public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The rule keeping the records.
+    public let rule: IdempotencyRule
+    /// The gate the rule was registered for.
+    public let gate: Gate
+    private let key: @Sendable (Request, Context) -> String?
+
+    /// A middleware keeping `rule`'s records on `gate`, scoped by `key`.
+    ///
+    /// - Parameters:
+    ///   - rule: a rule registered in the registry `gate` was made from.
+    ///   - gate: the shared gate.
+    ///   - key: the records' scope (a user, an API key), or `nil` to let a request through
+    ///     ungoverned.
+    public init(_ rule: IdempotencyRule, gate: Gate, key: @escaping @Sendable (Request, Context) -> String?) {
+        self.rule = rule
+        self.gate = gate
+        self.key = key
+    }
+
+    /// Answers `request` from its record, or runs the rest of the chain as the record's one
+    /// execution.
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let scope = key(request, context) else { return try await next(request, context) }
+        let options = rule.options
+        let values = request.headers[values: .idempotencyKey]
+        if values.isEmpty, !options.required { return try await next(request, context) }
+        // Two field lines make a list (RFC 9110): never one key.
+        guard values.count <= 1 else {
+            return HTTPProblem(.badRequest, "bad-idempotency-key", detail: "a request carries one Idempotency-Key").answer.response
+        }
+        let idem: String
+        switch IdempotencyKeyField.parse(values.first) {
+        case .success(let key): idem = key
+        case .failure(let problem): return problem.answer.response
+        }
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: options.requestBodyLimit)
+        } catch is NIOTooManyBytesError {
+            return HTTPProblem(
+                .contentTooLarge, "body-too-large",
+                detail: "a request with an Idempotency-Key has a body of at most \(options.requestBodyLimit) bytes").answer.response
+        }
+        let identity = RequestIdentity(
+            record: Self.record(scope: scope, idem: idem), fingerprint: Self.fingerprint(request, body: body),
+            concurrent: options.concurrent)
+        let forwarded = request
+        let limit = options.storedBodyLimit
+        return try await withoutActuallyEscaping(next) { next in
+            let chain = ChainCall(ChainCall.Chain { try await Self.respond(next, forwarded, context, storedBodyLimit: limit) })
+            let outcome = await gate.submit(rule.handle, IdempotentResponsePlugin.Call(key: scope, identity: identity, chain: chain))
+            // `next` may not outlive this call: wait until the chain can no longer run.
+            await chain.settle()
+            switch outcome {
+            case .ran(let stored, let info):
+                var answer = stored.answer
+                HTTPOutcomeMapping.markReplayed(&answer, info)
+                return answer.response
+            case .failed(let error, let info) where info.source == .executed:
+                // Not stored (the record is released): the chain's error goes on as it was thrown.
+                throw error
+            default:
+                return HTTPOutcomeMapping.answer(for: outcome).response
+            }
+        }
+    }
+
+    /// The record of `(scope, idem)`: `<scope's byte count>:<scope><idem>`, so that no two pairs
+    /// make the same record.
+    static func record(scope: String, idem: String) -> String {
+        "\(scope.utf8.count):\(scope)\(idem)"
+    }
+
+    /// The method, the path and the body's length and stable hash.
+    static func fingerprint(_ request: Request, body: ByteBuffer) -> String {
+        let digest = body.withUnsafeReadableBytes { StableHash.of($0) }
+        return "\(request.method.rawValue) \(request.uri.path) \(body.readableBytes):\(String(digest, radix: 16))"
+    }
+
+    /// Runs the rest of the chain and keeps its response (an `HTTPResponseError` it throws is
+    /// rendered and kept like a response).
+    static func respond(
+        _ next: (Request, Context) async throws -> Response, _ request: Request, _ context: Context, storedBodyLimit: Int
+    ) async throws -> StoredResponse {
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        }
+        guard let body = try await ResponseCollector.body(of: response, limit: storedBodyLimit) else {
+            context.logger.error(
+                "an idempotent response was not stored: its body is over the limit",
+                metadata: ["status": "\(response.status.code)", "limit": "\(storedBodyLimit)"])
+            let problem = HTTPProblem(
+                .internalServerError, "response-not-stored",
+                detail: "the request was processed once, but its response was longer than the \(storedBodyLimit) bytes an idempotency record keeps")
+            return StoredResponse(answer: problem.answer)
+        }
+        return StoredResponse(status: response.status, fields: response.headers, body: body)
+    }
+}
+#endif

@@ -1,0 +1,74 @@
+#if Hummingbird
+import Sluice
+
+/// How an ``IdempotencyRule`` keeps its records and bounds the bodies it reads and stores.
+public struct IdempotencyMiddlewareOptions: Sendable, Hashable {
+    /// How long a completed response is kept and replayed.
+    public var retention: Duration
+    /// How long the first request owns its record before another may take it over (on a shared
+    /// store, it renews the lease while it runs).
+    public var lease: Duration
+    /// What a duplicate gets while the first request still runs: 409 (`.reject`) or, with
+    /// `.join`, the first request's response when it completes (marked replayed).
+    public var concurrent: IdempotencyOptions.Concurrent
+    /// Whether a governed request without `Idempotency-Key` is refused (400
+    /// `missing-idempotency-key`) or passes through as a plain request.
+    public var required: Bool
+    /// The largest request body read, in bytes: its digest is the record's fingerprint, and the
+    /// rest of the chain gets it collected. A larger body is answered 413 and nothing runs.
+    public var requestBodyLimit: Int
+    /// The largest response body stored, in bytes. A response over it is not kept: the record
+    /// keeps (and every caller, the first one too, gets) a 500 `response-not-stored` problem
+    /// saying so; the request ran once and is never run again for this key.
+    public var storedBodyLimit: Int
+    /// New records one key may open back to back, and as many more per `retention` (past that,
+    /// 503 `busy`); `nil` sets no quota.
+    public var recordsPerKey: Int?
+
+    /// Options, validated by ``IdempotencyRule/init(name:options:store:budget:in:)``.
+    public init(
+        retention: Duration, lease: Duration, concurrent: IdempotencyOptions.Concurrent, required: Bool,
+        requestBodyLimit: Int, storedBodyLimit: Int, recordsPerKey: Int?
+    ) {
+        self.retention = retention
+        self.lease = lease
+        self.concurrent = concurrent
+        self.required = required
+        self.requestBodyLimit = requestBodyLimit
+        self.storedBodyLimit = storedBodyLimit
+        self.recordsPerKey = recordsPerKey
+    }
+
+    /// Payments: the key is required, records are kept 24 hours with a 30 s lease, a duplicate
+    /// in flight gets 409, request and stored bodies up to 64 KiB, 100 new records per key per
+    /// retention.
+    public static let payment = IdempotencyMiddlewareOptions(
+        retention: .seconds(24 * 60 * 60), lease: .seconds(30), concurrent: .reject, required: true,
+        requestBodyLimit: 64 << 10, storedBodyLimit: 64 << 10, recordsPerKey: 100)
+
+    /// As ``payment``, but a request without `Idempotency-Key` passes through un-deduplicated
+    /// (the key is the client's opt-in, as on most APIs' `POST`s).
+    public static let optionalKey: IdempotencyMiddlewareOptions = {
+        var options = payment
+        options.required = false
+        return options
+    }()
+
+    /// The gate's options for the rule's records.
+    func idempotencyOptions() throws(GateError) -> IdempotencyOptions {
+        guard requestBodyLimit >= 0, storedBodyLimit >= 0 else {
+            throw GateError(
+                code: .invalidConfiguration, message: "body limits are at least 0 bytes",
+                value: "request \(requestBodyLimit), stored \(storedBodyLimit)")
+        }
+        do {
+            // Errors (a thrown error, a 429 or 503 answer) are never stored: the record is
+            // released so that a retry runs again.
+            return try IdempotencyOptions(
+                retention: retention, lease: lease, concurrent: concurrent, cacheErrors: false, recordsPerKey: recordsPerKey)
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+        }
+    }
+}
+#endif

@@ -1,0 +1,35 @@
+#if Hummingbird
+import Sluice
+
+/// Idempotency records registered in a `PluginRegistry`, which ``IdempotencyMiddleware``
+/// keeps on a shared `Gate`: one record per key and `Idempotency-Key`, holding the first
+/// request's response.
+public struct IdempotencyRule: Sendable {
+    /// The plugin the gate runs the chains with.
+    let handle: PluginHandle<IdempotentResponsePlugin>
+    /// The options.
+    public let options: IdempotencyMiddlewareOptions
+
+    /// Registers idempotency records named `name` in `plugins`.
+    ///
+    /// - Parameters:
+    ///   - name: the plugin's name: 1–64 characters of `a–z 0–9 _ - .`, unique in the registry.
+    ///   - options: retention, lease, duplicates in flight, whether the key is required, and
+    ///     the body limits.
+    ///   - store: where the records live (this process, or a shared store, which keeps the
+    ///     stored responses as JSON).
+    ///   - budget: the memory the records may hold in this process, split over the gate's
+    ///     shards.
+    ///   - plugins: the registry the gate will be made from.
+    /// - Throws: `GateError` when the name is malformed or taken, or an option is out of range.
+    public init(
+        name: String, options: IdempotencyMiddlewareOptions = .payment, store: PluginStore = .memory,
+        budget: MemoryBudget = .bytes(16 << 20), in plugins: inout PluginRegistry
+    ) throws(GateError) {
+        try RuleName.check(name)
+        handle = try plugins.register(
+            IdempotentResponsePlugin(name: name, options: try options.idempotencyOptions()), budget: budget, store: store)
+        self.options = options
+    }
+}
+#endif

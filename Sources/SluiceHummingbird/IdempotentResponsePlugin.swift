@@ -1,0 +1,37 @@
+#if Hummingbird
+import Sluice
+
+/// The plugin behind an ``IdempotencyRule``: its effect is the rest of the middleware chain,
+/// and its output the response that chain produced, stored and replayed.
+struct IdempotentResponsePlugin: GatePlugin {
+    /// A request: its key (what the middleware's closure gave), its record and fingerprint, and
+    /// the chain to run when it leads.
+    struct Call: Sendable {
+        let key: String
+        let identity: RequestIdentity
+        let chain: ChainCall
+    }
+
+    let name: String
+    let policy: GatePolicy
+
+    init(name: String, options: IdempotencyOptions) {
+        self.name = name
+        self.policy = .idempotent(options)
+    }
+
+    func key(for input: Call) -> String { input.key }
+
+    func identity(for input: Call) -> RequestIdentity { input.identity }
+
+    func run(_ input: Call, context: EffectContext) async throws -> StoredResponse {
+        try await input.chain.run()
+    }
+
+    /// 429 and 503 say "not now" (a rate limit behind this middleware, a busy server): such an
+    /// answer is not kept, so that a retry runs again.
+    func isFailure(_ output: StoredResponse) -> Bool {
+        output.status == 429 || output.status == 503
+    }
+}
+#endif

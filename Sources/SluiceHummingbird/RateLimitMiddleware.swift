@@ -1,0 +1,60 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import Sluice
+import SluiceHTTP
+
+/// A GCRA rate limit per key in front of the rest of the chain.
+///
+/// The key closure names what the limit counts (a user, an API key, an address); `nil` means
+/// the request is not governed and passes through untouched. A governed request is decided on
+/// the gate (one hop to the key's loop): within the limit it runs the rest of the chain and its
+/// response gets the draft-11 `RateLimit-Policy` and `RateLimit` fields; over it, the answer is
+/// 429 with `Retry-After` and the same fields (an RFC 9457 problem body). In shadow mode a
+/// request over the limit is reported (the fields with `r=0`, the rule's `shadowLimited`
+/// counter, the gate's metrics) and passes through.
+///
+/// ```swift
+/// router.add(middleware: RateLimitMiddleware(searchLimit, gate: gate) { request, _ in
+///     request.headers[.authorization]
+/// })
+/// ```
+public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The rule deciding.
+    public let rule: RateLimitRule
+    /// The gate the rule was registered for.
+    public let gate: Gate
+    private let key: @Sendable (Request, Context) -> String?
+
+    /// A middleware limiting the requests `key` names with `rule`, on `gate`.
+    ///
+    /// - Parameters:
+    ///   - rule: a rule registered in the registry `gate` was made from.
+    ///   - gate: the shared gate.
+    ///   - key: what a request counts against, or `nil` to let it through ungoverned.
+    public init(_ rule: RateLimitRule, gate: Gate, key: @escaping @Sendable (Request, Context) -> String?) {
+        self.rule = rule
+        self.gate = gate
+        self.key = key
+    }
+
+    /// Decides about `request`, then runs the rest of the chain or answers 429.
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let key = key(request, context) else { return try await next(request, context) }
+        let outcome = await gate.submit(rule.handle, key)
+        var fields = HTTPFields()
+        switch outcome {
+        case .ran(_, let info):
+            if let decision = info.rateLimit {
+                rule.fields.add(to: &fields, remaining: decision.remaining, reset: decision.resetAfter)
+            }
+        case .limited(let decision) where rule.shadowMode:
+            rule.shadowLimited.increment()
+            rule.fields.add(to: &fields, remaining: 0, reset: decision.resetAfter)
+        default:
+            return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response
+        }
+        return try await FieldsAddedError.adding(fields) { try await next(request, context) }
+    }
+}
+#endif
