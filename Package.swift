@@ -241,7 +241,7 @@ let package = Package(
         .testTarget(
             name: "SluiceHummingbirdTests",
             dependencies: [
-                "Sluice", "SluiceHTTP", "SluiceHummingbird",
+                "Sluice", "SluiceHTTP", "SluiceHummingbird", "SluicePluginTesting",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),

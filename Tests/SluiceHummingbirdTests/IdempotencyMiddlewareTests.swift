@@ -1,0 +1,240 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Sluice
+import SluiceHummingbird
+import Testing
+
+@Suite struct IdempotencyMiddlewareTests {
+    /// An app with `POST /pay` behind idempotency (scoped by `Authorization`) and, with
+    /// `limit`, a rate limit after it; the route counts its runs, waits on `latch` when given,
+    /// and answers 201 with `Location` and a body naming the charge and echoing the request's.
+    private struct App: Sendable {
+        let fixture: Fixture
+        let runs = PluginCounter("test_pay_runs")
+
+        static func make(
+            options: IdempotencyMiddlewareOptions = .payment, limit: RateLimitOptions? = nil, latch: Latch? = nil,
+            responseBody: String? = nil
+        ) throws -> (App, Router<BasicRequestContext>) {
+            var plugins = PluginRegistry()
+            let payments = try IdempotencyRule(name: "pay", options: options, in: &plugins)
+            let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, in: &plugins) }
+            let app = App(fixture: try Fixture(plugins))
+            let fixture = app.fixture
+            let router = Router()
+            let group = router.group("pay")
+                .add(middleware: IdempotencyMiddleware(payments, gate: fixture.gate) { request, _ in request.headers[.authorization] })
+            if let limits {
+                group.add(middleware: RateLimitMiddleware(limits, gate: fixture.gate) { request, _ in request.headers[.authorization] })
+            }
+            let runs = app.runs
+            group.post { request, _ -> Response in
+                let run = runs.current + 1
+                runs.increment()
+                if let latch { await latch.wait() }
+                let body = try await request.body.collect(upTo: 1 << 20)
+                var headers = HTTPFields()
+                headers[.location] = "/charges/ch_\(run)"
+                return Response(
+                    status: .created, headers: headers,
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: responseBody ?? "charge ch_\(run) for \(String(buffer: body))")))
+            }
+            return (app, router)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func theFirstRequestRunsAndARetryGetsItsResponseReplayed(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make()
+        try await app.fixture.test(appRouter, mode) { client in
+            let first = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: #""order-1""#), body: "500")
+            #expect(first.status == .created)
+            #expect(first.body == "charge ch_1 for 500")
+            #expect(first.headers[.location] == "/charges/ch_1")
+            #expect(first.headers[.idempotentReplayedForTests] == nil)
+
+            let retry = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: #""order-1""#), body: "500")
+            #expect(retry.status == .created)
+            #expect(retry.body == "charge ch_1 for 500")
+            #expect(retry.headers[.location] == "/charges/ch_1")
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+
+            // The same Idempotency-Key of another user is another record.
+            let other = try await client.send(.post, "/pay", headers: user("bob", idempotencyKey: #""order-1""#), body: "500")
+            #expect(other.body == "charge ch_2 for 500")
+            #expect(other.headers[.idempotentReplayedForTests] == nil)
+            #expect(app.runs.current == 2)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aDuplicateWhileTheFirstRunsIs409(mode: TestingSetup) async throws {
+        let latch = Latch()
+        let (app, appRouter) = try App.make(latch: latch)
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-2""#)
+            async let first = client.sendAlone(.post, "/pay", headers: headers, body: "700")
+            var entries = latch.entries.makeAsyncIterator()
+            _ = await entries.next()
+            let duplicate = try await client.send(.post, "/pay", headers: headers, body: "700")
+            #expect(duplicate.status == .conflict)
+            #expect(duplicate.headers[.retryAfter] == "1")
+            #expect(duplicate.body.contains(#""type":"urn:sluice:problem:conflict""#))
+            latch.open()
+            let led = try await first
+            #expect(led.status == .created)
+            #expect(led.body == "charge ch_1 for 700")
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "700")
+            #expect(retry.body == "charge ch_1 for 700")
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func withJoinADuplicateWhileTheFirstRunsGetsItsResponse(mode: TestingSetup) async throws {
+        let latch = Latch()
+        var options = IdempotencyMiddlewareOptions.payment
+        options.concurrent = .join
+        let (app, appRouter) = try App.make(options: options, latch: latch)
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-3""#)
+            async let first = client.sendAlone(.post, "/pay", headers: headers, body: "900")
+            var entries = latch.entries.makeAsyncIterator()
+            _ = await entries.next()
+            async let second = client.sendAlone(.post, "/pay", headers: headers, body: "900")
+            // The leader and the duplicate both wait on the gate for the one execution.
+            try await eventually("the duplicate joined") { await app.fixture.gate.statistics().waiters == 2 }
+            latch.open()
+            let (led, joined) = try await (first, second)
+            #expect(led.status == .created)
+            #expect(led.headers[.idempotentReplayedForTests] == nil)
+            #expect(joined.status == .created)
+            #expect(joined.body == led.body)
+            #expect(joined.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func theSameKeyWithAnotherBodyIs422(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make()
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-4""#)
+            #expect(try await client.send(.post, "/pay", headers: headers, body: "500").status == .created)
+            let other = try await client.send(.post, "/pay", headers: headers, body: "501")
+            #expect(other.status == .unprocessableContent)
+            #expect(other.body.contains(#""type":"urn:sluice:problem:mismatch""#))
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aMissingKeyIs400WhenRequiredAndPassesThroughOtherwise(mode: TestingSetup) async throws {
+        let (required, requiredRouter) = try App.make()
+        try await required.fixture.test(requiredRouter, mode) { client in
+            let missing = try await client.send(.post, "/pay", headers: user("ann"), body: "500")
+            #expect(missing.status == .badRequest)
+            #expect(missing.body.contains(#""type":"urn:sluice:problem:missing-idempotency-key""#))
+            var twice = user("ann", idempotencyKey: #""a""#)
+            twice.append(HTTPField(name: .idempotencyKeyForTests, value: #""b""#))
+            let repeated = try await client.send(.post, "/pay", headers: twice, body: "500")
+            #expect(repeated.status == .badRequest)
+            #expect(repeated.body.contains(#""type":"urn:sluice:problem:bad-idempotency-key""#))
+            #expect(required.runs.current == 0)
+        }
+        let (optional, optionalRouter) = try App.make(options: .optionalKey)
+        try await optional.fixture.test(optionalRouter, mode) { client in
+            for _ in 1...2 {
+                let plain = try await client.send(.post, "/pay", headers: user("ann"), body: "500")
+                #expect(plain.status == .created)
+                #expect(plain.headers[.idempotentReplayedForTests] == nil)
+            }
+            #expect(optional.runs.current == 2)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aRequestBodyOverTheLimitIs413AndNothingRuns(mode: TestingSetup) async throws {
+        var options = IdempotencyMiddlewareOptions.payment
+        options.requestBodyLimit = 16
+        let (app, appRouter) = try App.make(options: options)
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-5""#)
+            let large = try await client.send(.post, "/pay", headers: headers, body: String(repeating: "7", count: 17))
+            #expect(large.status == .contentTooLarge)
+            #expect(large.body.contains(#""type":"urn:sluice:problem:body-too-large""#))
+            let fits = try await client.send(.post, "/pay", headers: headers, body: String(repeating: "7", count: 16))
+            #expect(fits.status == .created)
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aResponseOverTheStoredLimitIsA500ThatIsKeptAndTheRouteRunsOnce(mode: TestingSetup) async throws {
+        var options = IdempotencyMiddlewareOptions.payment
+        options.storedBodyLimit = 8
+        let (app, appRouter) = try App.make(options: options, responseBody: "a body of twenty-one")
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-6""#)
+            let first = try await client.send(.post, "/pay", headers: headers, body: "500")
+            #expect(first.status == .internalServerError)
+            #expect(first.body.contains(#""type":"urn:sluice:problem:response-not-stored""#))
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "500")
+            #expect(retry.status == .internalServerError)
+            #expect(retry.body == first.body)
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aReplaySpendsNoQuotaOfTheRateLimitBehindIt(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make(limit: try RateLimitOptions(count: 2, per: .seconds(60), burst: 1))
+        try await app.fixture.test(appRouter, mode) { client in
+            let first = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
+            #expect(first.status == .created)
+            #expect(first.headers[.rateLimitForTests] == #""pay-limit";r=1;t=30"#)
+            for _ in 1...3 {
+                let replay = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
+                #expect(replay.status == .created)
+                #expect(replay.headers[.idempotentReplayedForTests] == "true")
+            }
+            // The replays spent nothing: the second unit is still there.
+            let second = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k2"), body: "2")
+            #expect(second.status == .created)
+            #expect(second.headers[.rateLimitForTests] == #""pay-limit";r=0;t=60"#)
+            // Over the limit: 429, and the 429 is not stored (a retry is decided again).
+            for _ in 1...2 {
+                let limited = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k3"), body: "3")
+                #expect(limited.status == .tooManyRequests)
+                #expect(limited.headers[.retryAfter] == "30")
+                #expect(limited.headers[.idempotentReplayedForTests] == nil)
+            }
+            // And the replay of the first still gets its stored answer with the quota spent.
+            let replay = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
+            #expect(replay.status == .created)
+            #expect(replay.body == "charge ch_1 for 1")
+            #expect(app.runs.current == 2)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aRequestWithoutAScopeIsNotGoverned(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make()
+        try await app.fixture.test(appRouter, mode) { client in
+            var headers = HTTPFields()
+            headers[.idempotencyKeyForTests] = #""order-7""#
+            for _ in 1...2 {
+                let plain = try await client.send(.post, "/pay", headers: headers, body: "5")
+                #expect(plain.status == .created)
+                #expect(plain.headers[.idempotentReplayedForTests] == nil)
+            }
+            #expect(app.runs.current == 2)
+        }
+    }
+}
+#endif

@@ -1,0 +1,160 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Sluice
+import SluiceLibevent
+import SluicePluginTesting
+import Synchronization
+import Testing
+
+/// Both ways HummingbirdTesting runs an app: through the router in process, and on a live
+/// server over a socket.
+let testModes: [TestingSetup] = [.router, .live]
+
+/// A gate on one loop with a manual clock, for the middleware under test.
+struct Fixture: Sendable {
+    let group: SluiceLibevent.EventLoopGroup
+    let clock: ManualGateClock
+    let gate: Gate
+
+    init(_ plugins: PluginRegistry) throws {
+        group = try SluiceLibevent.EventLoopGroup(loopCount: 1)
+        let clock = ManualGateClock()
+        self.clock = clock
+        gate = try Gate(group: group, plugins: plugins, clock: { _ in clock })
+    }
+
+    /// Runs `body` against an app serving `router` in `mode`, then shuts the gate down.
+    func test(_ router: Router<BasicRequestContext>, _ mode: TestingSetup, _ body: @Sendable (Client) async throws -> Void) async throws {
+        let app = Application(router: router)
+        do {
+            try await app.test(mode) { client in try await body(Client(base: client)) }
+        } catch {
+            await close()
+            throw error
+        }
+        await close()
+    }
+
+    private func close() async {
+        await gate.shutdown()
+        group.shutdownGracefully()
+    }
+}
+
+/// A response, as the tests read it.
+struct Sent: Sendable {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let body: String
+}
+
+/// The test client, with one more way to send: on a connection of its own.
+struct Client: Sendable {
+    let base: any TestClientProtocol
+
+    /// Sends a request on the tester's client.
+    func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: String? = nil) async throws -> Sent {
+        let response = try await base.executeRequest(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        return Sent(status: response.status, headers: response.headers, body: String(buffer: response.body))
+    }
+
+    /// Sends a request that must not queue behind one in flight: on a live server, on a
+    /// connection of its own (the tester's client has one connection); through the router,
+    /// as ``send(_:_:headers:body:)``.
+    func sendAlone(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: String? = nil) async throws -> Sent {
+        guard let port = base.port else { return try await send(method, uri, headers: headers, body: body) }
+        let client = TestClient(host: "localhost", port: port, configuration: .init(timeout: .seconds(20)))
+        client.connect()
+        do {
+            let response = try await client.execute(
+                TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
+            try await client.shutdown()
+            return Sent(status: response.status, headers: response.headers, body: response.body.map { String(buffer: $0) } ?? "")
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+}
+
+/// A signal a handler waits on: the handler reports that it entered, the test opens it.
+final class Latch: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    /// One element each time a handler enters ``wait()``.
+    let entries: AsyncStream<Void>
+    private let entered: AsyncStream<Void>.Continuation
+
+    init() {
+        (entries, entered) = AsyncStream.makeStream()
+    }
+
+    /// Reports the entry, then returns once the latch is open.
+    func wait() async {
+        entered.yield(())
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Lets every waiting and later handler through.
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// Waits until `condition` holds, yielding between checks; fails after 10 seconds.
+func eventually(_ what: String, _ condition: () async -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !(await condition()) {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("timed out waiting until \(what)")
+            throw CancellationError()
+        }
+        await Task.yield()
+    }
+}
+
+/// The `Authorization` field of user `name`.
+func user(_ name: String, idempotencyKey: String? = nil) -> HTTPFields {
+    var fields = HTTPFields()
+    fields[.authorization] = "Bearer \(name)"
+    if let idempotencyKey { fields[.idempotencyKeyForTests] = idempotencyKey }
+    return fields
+}
+
+extension HTTPField.Name {
+    /// `Idempotency-Key`, spelt out here so that the tests do not read it from the code under test.
+    static var idempotencyKeyForTests: HTTPField.Name {
+        guard let name = HTTPField.Name("Idempotency-Key") else { preconditionFailure("a valid field name") }
+        return name
+    }
+    /// `RateLimit`.
+    static var rateLimitForTests: HTTPField.Name {
+        guard let name = HTTPField.Name("RateLimit") else { preconditionFailure("a valid field name") }
+        return name
+    }
+    /// `RateLimit-Policy`.
+    static var rateLimitPolicyForTests: HTTPField.Name {
+        guard let name = HTTPField.Name("RateLimit-Policy") else { preconditionFailure("a valid field name") }
+        return name
+    }
+    /// `Idempotent-Replayed`.
+    static var idempotentReplayedForTests: HTTPField.Name {
+        guard let name = HTTPField.Name("Idempotent-Replayed") else { preconditionFailure("a valid field name") }
+        return name
+    }
+}
+#endif

@@ -1,0 +1,45 @@
+#if Hummingbird
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Sluice
+import SluiceHummingbird
+import SluicePluginTesting
+import Testing
+
+@Suite struct ThrottleMiddlewareTests {
+    @Test(arguments: testModes)
+    func theFirstRequestOfAWindowWinsTheOthersAre429(mode: TestingSetup) async throws {
+        var plugins = PluginRegistry()
+        let likes = try ThrottleRule(name: "like", window: .seconds(1), in: &plugins)
+        let fixture = try Fixture(plugins)
+        let runs = PluginCounter("test_like_runs")
+        let router = Router()
+        router.group("like")
+            .add(middleware: ThrottleMiddleware(likes, gate: fixture.gate) { _, context in context.parameters.get("post") })
+            .post(":post") { _, _ in
+                runs.increment()
+                return "liked"
+            }
+        try await fixture.test(router, mode) { client in
+            let first = try await client.send(.post, "/like/7")
+            #expect(first.status == .ok)
+            #expect(first.body == "liked")
+            #expect(first.headers[.rateLimitPolicyForTests] == #""like";q=1;w=1"#)
+            #expect(first.headers[.rateLimitForTests] == #""like";r=0;t=1"#)
+
+            let second = try await client.send(.post, "/like/7")
+            #expect(second.status == .tooManyRequests)
+            #expect(second.headers[.retryAfter] == "1")
+            #expect(second.headers[.rateLimitPolicyForTests] == #""like";q=1;w=1"#)
+            #expect(second.headers[.rateLimitForTests] == #""like";r=0;t=1"#)
+            #expect(second.body.contains(#""type":"urn:sluice:problem:throttled""#))
+
+            #expect(try await client.send(.post, "/like/8").status == .ok)
+            await fixture.clock.advance(by: .seconds(1))
+            #expect(try await client.send(.post, "/like/7").status == .ok)
+            #expect(runs.current == 3)
+        }
+    }
+}
+#endif
