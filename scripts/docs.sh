@@ -5,18 +5,21 @@
 #   scripts/docs.sh                    # every public module
 #   scripts/docs.sh Sluice SluiceCore  # some modules
 #
+# SluiceHummingbird is built with the `Hummingbird` package trait (without it the module is empty).
 # The archives land in .build/plugins/Swift-DocC/outputs/<Module>.doccarchive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceHTTP SluiceTesting SluicePluginTesting
-    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceRedis)
+    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceRedis SluiceHummingbird)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 
 failed=()
 for module in "${modules[@]}"; do
     echo "docs: $module"
-    if ! swift package generate-documentation --target "$module" --warnings-as-errors; then
+    traits=()
+    if [[ "$module" == SluiceHummingbird ]]; then traits=(--traits Hummingbird); fi
+    if ! swift package "${traits[@]}" generate-documentation --target "$module" --warnings-as-errors; then
         failed+=("$module")
     fi
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Quick start, command 2: installs what is missing and runs the whole test suite. Arguments go
-# to `swift test`, e.g. `--filter SluiceCoreTests`.
+# Quick start, command 2: installs what is missing and runs the whole test suite, with the
+# `Hummingbird` package trait on so that SluiceHummingbird's middleware tests run too. Arguments
+# go to `swift test`, e.g. `--filter SluiceCoreTests`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-exec swift test "$@"
+exec swift test --traits Hummingbird "$@"

@@ -43,4 +43,15 @@ func swiftBlocks(in text: Substring) -> [String] {
         }
         #expect(samples >= 4)
     }
+
+    /// The README's Hummingbird section is the example app's code: its first Swift block is
+    /// `Examples/HummingbirdApp/main.swift` without the `#if Hummingbird` … `#endif` that keeps
+    /// the file empty when the trait is off.
+    @Test func theReadmesHummingbirdSectionIsTheExampleAppsCode() throws {
+        let example = try String(contentsOf: Self.root.appendingPathComponent("Examples/HummingbirdApp/main.swift"), encoding: .utf8)
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "## Using Sluice with Hummingbird"))
+        let block = try #require(swiftBlocks(in: readme[section.upperBound...]).first)
+        #expect("#if Hummingbird\n" + block + "\n#endif\n" == example)
+    }
 }
