@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # wrk against sluice-hummingbird-app's like route with and without ThrottleMiddleware, in one run:
-# POST /like/<post> (governed: one hop to the gate's loop and back per request) and
-# POST /like-ungoverned/<post> (the same handler, no middleware), one after the other, twice
-# (ungoverned, governed, ungoverned, governed), on one app process.
+# POST /like-ungoverned/<post> (no middleware), POST /like/<post> (the throttle decided in place)
+# and POST /like-on-gate/<post> (the same throttle decided on the gate: one hop to the key's
+# loop and back), one after the other, twice, on one app process.
 #
 #   Examples/HummingbirdApp/bench.sh [--seconds 10] [--connections 50] [--port 8097] [--skip-build]
 #
@@ -10,7 +10,7 @@
 # decision, the handler, the RateLimit fields) and "one key" (every request likes post 1, so
 # all but one a second are 429s answered by the gate without the handler). Prints req/s, p50
 # and p99 of each run, and the governed/ungoverned throughput ratio of each load (the best of
-# the two rounds each; the target is at least 0.8 on fresh keys). Builds release with the
+# the two rounds each; the target is at least 0.8). Builds release with the
 # Hummingbird trait in .build-hb (--skip-build uses what is built). Linux or macOS with wrk.
 set -euo pipefail
 
@@ -75,7 +75,7 @@ printf '%-10s %-18s %12s %10s %10s %12s\n' load route req/s p50 p99 non-2xx
 declare -A best
 for load in fresh one; do
     for round in 1 2; do
-        for route in like-ungoverned like; do
+        for route in like-ungoverned like like-on-gate; do
             read -r rps p50 p99 non2xx <<<"$(measure "$route" "$load")"
             printf '%-10s %-18s %12s %10s %10s %12s\n' "$load" "/$route" "$rps" "$p50" "$p99" "$non2xx"
             key="$load/$route"
@@ -86,6 +86,8 @@ for load in fresh one; do
     done
 done
 for load in fresh one; do
-    awk -v g="${best[$load/like]}" -v u="${best[$load/like-ungoverned]}" -v load="$load" \
-        'BEGIN { printf "%s keys: governed/ungoverned = %.0f / %.0f req/s = %.2fx\n", load, g, u, g / u }'
+    for route in like like-on-gate; do
+        awk -v g="${best[$load/$route]}" -v u="${best[$load/like-ungoverned]}" -v load="$load" -v route="/$route" \
+            'BEGIN { printf "%-5s %-13s / ungoverned = %.0f / %.0f req/s = %.2fx\n", load, route, g, u, g / u }'
+    done
 done

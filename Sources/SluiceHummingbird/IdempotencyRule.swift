@@ -19,16 +19,19 @@ public struct IdempotencyRule: Sendable {
     ///   - store: where the records live (this process, or a shared store, which keeps the
     ///     stored responses as JSON).
     ///   - budget: the memory the records may hold in this process, split over the gate's
-    ///     shards.
+    ///     shards; when it is full, a new record is refused (503 `busy`) rather than an old one
+    ///     evicted. `nil`: 64 MiB, each record counted at its largest (the stored body limit and
+    ///     1 KiB of head), so that stored bodies cannot outgrow it.
     ///   - plugins: the registry the gate will be made from.
     /// - Throws: `GateError` when the name is malformed or taken, or an option is out of range.
     public init(
         name: String, options: IdempotencyMiddlewareOptions = .payment, store: PluginStore = .memory,
-        budget: MemoryBudget = .bytes(16 << 20), in plugins: inout PluginRegistry
+        budget: MemoryBudget? = nil, in plugins: inout PluginRegistry
     ) throws(GateError) {
         try RuleName.check(name)
         handle = try plugins.register(
-            IdempotentResponsePlugin(name: name, options: try options.idempotencyOptions()), budget: budget, store: store)
+            IdempotentResponsePlugin(name: name, options: try options.idempotencyOptions()),
+            budget: budget ?? .bytes(64 << 20, extraBytesPerKey: options.storedBodyLimit + 1024), store: store)
         self.options = options
     }
 }

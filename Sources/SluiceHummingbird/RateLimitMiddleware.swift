@@ -7,8 +7,9 @@ import SluiceHTTP
 /// A GCRA rate limit per key in front of the rest of the chain.
 ///
 /// The key closure names what the limit counts (a user, an API key, an address); `nil` means
-/// the request is not governed and passes through untouched. A governed request is decided on
-/// the gate (one hop to the key's loop): within the limit it runs the rest of the chain and its
+/// the request is not governed and passes through untouched. A governed request is decided where
+/// the rule says (``DecisionSite``: in place, or on the gate with one hop to the key's loop):
+/// within the limit it runs the rest of the chain and its
 /// response gets the draft-11 `RateLimit-Policy` and `RateLimit` fields; over it, the answer is
 /// 429 with `Retry-After` and the same fields (an RFC 9457 problem body). In shadow mode a
 /// request over the limit is reported (the fields with `r=0`, the rule's `shadowLimited`
@@ -41,7 +42,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Decides about `request`, then runs the rest of the chain or answers 429.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
-        let outcome = await gate.submit(rule.handle, key)
+        let outcome = await rule.decide(key, on: gate)
         var fields = HTTPFields()
         switch outcome {
         case .ran(_, let info):

@@ -8,8 +8,17 @@ import SluiceHTTP
 /// Register every rule before making the gate (the gate's plugins are fixed when it is made);
 /// one rule may serve several middleware values and routes, which then share its keys' quotas.
 public struct RateLimitRule: Sendable {
-    /// The plugin the gate decides with.
-    let handle: PluginHandle<KeyRateLimitPlugin>
+    /// What decides.
+    enum Decider: Sendable {
+        /// The gate, with this plugin.
+        case gate(PluginHandle<KeyRateLimitPlugin>)
+        /// A table in this process, in place.
+        case inPlace(InPlaceRateLimit)
+    }
+
+    let decider: Decider
+    /// Where the rule decides.
+    public let site: DecisionSite
     /// The `RateLimit-Policy` and `RateLimit` fields of the rule.
     public let fields: RateLimitFields
     /// The limit.
@@ -21,27 +30,55 @@ public struct RateLimitRule: Sendable {
     /// Requests over the limit that shadow mode let through (`sluice_<name>_shadow_limited_total`).
     public let shadowLimited: PluginCounter
 
-    /// Registers a rate limit named `name` in `plugins`.
+    /// A rate limit named `name`, decided where `site` says (registered in `plugins` when that
+    /// is the gate).
     ///
     /// - Parameters:
-    ///   - name: the plugin's name and the policy's name in the fields: 1–64 characters of
-    ///     `a–z 0–9 _ - .`, unique in the registry.
+    ///   - name: the policy's name in the fields (and the plugin's, on the gate): 1–64
+    ///     characters of `a–z 0–9 _ - .`; on the gate, unique in the registry.
     ///   - limit: the GCRA limit per key: `count` per `period`, `burst` more back to back.
     ///   - shadowMode: report only (fields and metrics), never refuse.
-    ///   - store: where the limit's state lives (this process, or a shared store).
+    ///   - site: where it decides; `nil`: in place for the memory store, on the gate for a
+    ///     shared one.
+    ///   - store: where the limit's state lives: this process's memory, or a shared store
+    ///     (decided on the gate only).
+    ///   - budget: the memory its keys may hold in this process (when full, the least recently
+    ///     used key goes).
+    ///   - clock: where a rule decided in place reads the time (a test's manual clock); `nil`:
+    ///     the monotonic clock. The gate's decisions read the gate's clock.
     ///   - plugins: the registry the gate will be made from.
-    /// - Throws: `GateError` when the name is malformed or taken, or the store cannot hold the
-    ///   limit.
+    /// - Throws: `GateError` when the name is malformed or taken, the budget cannot hold a key,
+    ///   or a shared store is asked to decide in place.
     public init(
-        name: String, limit: RateLimitOptions, shadowMode: Bool = false, store: PluginStore = .memory,
+        name: String, limit: RateLimitOptions, shadowMode: Bool = false, site: DecisionSite? = nil,
+        store: PluginStore = .memory, budget: MemoryBudget = .bytes(16 << 20), clock: (any GateClock)? = nil,
         in plugins: inout PluginRegistry
     ) throws(GateError) {
         try RuleName.check(name)
-        handle = try plugins.register(KeyRateLimitPlugin(name: name, options: limit), store: store)
+        let site = try DecisionSite.resolve(site, store: store, name: name)
+        switch site {
+        case .gate:
+            decider = .gate(try plugins.register(KeyRateLimitPlugin(name: name, options: limit), budget: budget, store: store))
+        case .inPlace:
+            do {
+                decider = .inPlace(try InPlaceRateLimit(name: name, options: limit, budget: budget, clock: InPlaceClock(clock)))
+            } catch {
+                throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+            }
+        }
+        self.site = site
         fields = .gcra(name: name, options: limit)
         self.limit = limit
         self.shadowMode = shadowMode
         shadowLimited = PluginCounter("\(name)_shadow_limited")
+    }
+
+    /// Decides about a request for `key`.
+    func decide(_ key: String, on gate: Gate) async -> GateOutcome<Void> {
+        switch decider {
+        case .gate(let handle): await gate.submit(handle, key)
+        case .inPlace(let table): table.decide(key)
+        }
     }
 }
 #endif

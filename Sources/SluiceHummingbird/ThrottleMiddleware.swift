@@ -5,7 +5,8 @@ import Sluice
 import SluiceHTTP
 
 /// A throttle per key in front of the rest of the chain: a key's first request in each window
-/// runs it, the others are answered 429 at once.
+/// runs it, the others are answered 429 at once. It decides where the rule says
+/// (``DecisionSite``: in place, or on the gate with one hop to the key's loop).
 ///
 /// The key closure names what is throttled (a user and a post, a button); `nil` means the
 /// request is not governed and passes through untouched. Every governed answer carries
@@ -44,7 +45,7 @@ public struct ThrottleMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Decides about `request`, then runs the rest of the chain or answers 429.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
-        let outcome = await gate.submit(rule.handle, key)
+        let outcome = await rule.decide(key, on: gate)
         guard case .ran = outcome else { return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response }
         return try await FieldsAddedError.adding(ranFields) { try await next(request, context) }
     }

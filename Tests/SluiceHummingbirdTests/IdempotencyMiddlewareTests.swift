@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import Sluice
 import SluiceHummingbird
+import SluicePluginTesting
 import Testing
 
 @Suite struct IdempotencyMiddlewareTests {
@@ -21,8 +22,9 @@ import Testing
         ) throws -> (App, Router<BasicRequestContext>) {
             var plugins = PluginRegistry()
             let payments = try IdempotencyRule(name: "pay", options: options, in: &plugins)
-            let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, in: &plugins) }
-            let app = App(fixture: try Fixture(plugins))
+            let clock = ManualGateClock()
+            let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, clock: clock, in: &plugins) }
+            let app = App(fixture: try Fixture(plugins, clock: clock))
             let fixture = app.fixture
             let router = Router()
             let group = router.group("pay")

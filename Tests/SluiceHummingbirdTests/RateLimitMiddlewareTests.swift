@@ -10,11 +10,13 @@ import Testing
 @Suite struct RateLimitMiddlewareTests {
     /// 2 per minute with a burst of 1: `q=2`, a full bucket in 60 s, one unit back every 30 s.
 
-    private static func app(shadowMode: Bool = false) throws -> (Fixture, RateLimitRule, Router<BasicRequestContext>) {
+    private static func app(_ site: DecisionSite, shadowMode: Bool = false) throws -> (Fixture, RateLimitRule, Router<BasicRequestContext>) {
         var plugins = PluginRegistry()
+        let clock = ManualGateClock()
         let limit = try RateLimitOptions(count: 2, per: .seconds(60), burst: 1)
-        let rule = try RateLimitRule(name: "search", limit: limit, shadowMode: shadowMode, in: &plugins)
-        let fixture = try Fixture(plugins)
+        let rule = try RateLimitRule(name: "search", limit: limit, shadowMode: shadowMode, site: site, clock: clock, in: &plugins)
+        #expect(rule.site == site)
+        let fixture = try Fixture(plugins, clock: clock)
         let router = Router()
         router.group("search")
             .add(middleware: RateLimitMiddleware(rule, gate: fixture.gate) { request, _ in request.headers[.authorization] })
@@ -23,9 +25,9 @@ import Testing
         return (fixture, rule, router)
     }
 
-    @Test(arguments: testModes)
-    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: TestingSetup) async throws {
-        let (fixture, _, router) = try Self.app()
+    @Test(arguments: testModes, decisionSites)
+    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: TestingSetup, site: DecisionSite) async throws {
+        let (fixture, _, router) = try Self.app(site)
         try await fixture.test(router, mode) { client in
             let first = try await client.send(.get, "/search", headers: user("ann"))
             #expect(first.status == .ok)
@@ -55,9 +57,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes)
-    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: TestingSetup) async throws {
-        let (fixture, _, router) = try Self.app()
+    @Test(arguments: testModes, decisionSites)
+    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: TestingSetup, site: DecisionSite) async throws {
+        let (fixture, _, router) = try Self.app(site)
         try await fixture.test(router, mode) { client in
             let missing = try await client.send(.get, "/search/missing", headers: user("ann"))
             #expect(missing.status == .notFound)
@@ -65,9 +67,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes)
-    func aRequestWithoutAKeyIsNotGoverned(mode: TestingSetup) async throws {
-        let (fixture, _, router) = try Self.app()
+    @Test(arguments: testModes, decisionSites)
+    func aRequestWithoutAKeyIsNotGoverned(mode: TestingSetup, site: DecisionSite) async throws {
+        let (fixture, _, router) = try Self.app(site)
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
                 let answer = try await client.send(.get, "/search")
@@ -78,9 +80,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes)
-    func shadowModeReportsAndNeverRefuses(mode: TestingSetup) async throws {
-        let (fixture, rule, router) = try Self.app(shadowMode: true)
+    @Test(arguments: testModes, decisionSites)
+    func shadowModeReportsAndNeverRefuses(mode: TestingSetup, site: DecisionSite) async throws {
+        let (fixture, rule, router) = try Self.app(site, shadowMode: true)
         try await fixture.test(router, mode) { client in
             _ = try await client.send(.get, "/search", headers: user("ann"))
             _ = try await client.send(.get, "/search", headers: user("ann"))
@@ -92,6 +94,20 @@ import Testing
             #expect(over.headers[.rateLimitForTests] == #""search";r=0;t=60"#)
             #expect(rule.shadowLimited.current == 1)
         }
+    }
+
+    @Test func aRuleInMemoryDecidesInPlaceAndOneInASharedStoreOnTheGate() throws {
+        var plugins = PluginRegistry()
+        let shared = try PluginStore.shared(MemoryStore())
+        let limit = try RateLimitOptions(count: 2, per: .seconds(60), burst: 1)
+        #expect(try RateLimitRule(name: "local", limit: limit, in: &plugins).site == .inPlace)
+        #expect(try RateLimitRule(name: "shared", limit: limit, store: shared, in: &plugins).site == .gate)
+        #expect(try ThrottleRule(name: "like", window: .seconds(1), store: shared, in: &plugins).site == .gate)
+        #expect(plugins.names == ["shared", "like"])
+        #expect(throws: GateError.self) {
+            try ThrottleRule(name: "like-local", window: .seconds(1), site: .inPlace, store: shared, in: &plugins)
+        }
+        #expect(throws: GateError.self) { try RateLimitRule(name: "Bad Name", limit: limit, in: &plugins) }
     }
 }
 #endif

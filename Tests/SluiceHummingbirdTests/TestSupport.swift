@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Sluice
+import SluiceHummingbird
 import SluiceLibevent
 import SluicePluginTesting
 import Synchronization
@@ -13,15 +14,17 @@ import Testing
 /// server over a socket.
 let testModes: [TestingSetup] = [.router, .live]
 
+/// Both places a throttle or rate limit decides.
+let decisionSites: [DecisionSite] = [.inPlace, .gate]
+
 /// A gate on one loop with a manual clock, for the middleware under test.
 struct Fixture: Sendable {
     let group: SluiceLibevent.EventLoopGroup
     let clock: ManualGateClock
     let gate: Gate
 
-    init(_ plugins: PluginRegistry) throws {
+    init(_ plugins: PluginRegistry, clock: ManualGateClock = ManualGateClock()) throws {
         group = try SluiceLibevent.EventLoopGroup(loopCount: 1)
-        let clock = ManualGateClock()
         self.clock = clock
         gate = try Gate(group: group, plugins: plugins, clock: { _ in clock })
     }

@@ -8,11 +8,13 @@ import SluicePluginTesting
 import Testing
 
 @Suite struct ThrottleMiddlewareTests {
-    @Test(arguments: testModes)
-    func theFirstRequestOfAWindowWinsTheOthersAre429(mode: TestingSetup) async throws {
+    @Test(arguments: testModes, decisionSites)
+    func theFirstRequestOfAWindowWinsTheOthersAre429(mode: TestingSetup, site: DecisionSite) async throws {
         var plugins = PluginRegistry()
-        let likes = try ThrottleRule(name: "like", window: .seconds(1), in: &plugins)
-        let fixture = try Fixture(plugins)
+        let clock = ManualGateClock()
+        let likes = try ThrottleRule(name: "like", window: .seconds(1), site: site, clock: clock, in: &plugins)
+        #expect(likes.site == site)
+        let fixture = try Fixture(plugins, clock: clock)
         let runs = PluginCounter("test_like_runs")
         let router = Router()
         router.group("like")
