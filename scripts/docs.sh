@@ -5,8 +5,11 @@
 #   scripts/docs.sh                    # every public module
 #   scripts/docs.sh Sluice SluiceCore  # some modules
 #
-# SluiceHummingbird is built with the `Hummingbird` package trait (without it the module is empty).
 # The archives land in .build/plugins/Swift-DocC/outputs/<Module>.doccarchive.
+#
+# SluiceHummingbird is built with the `Hummingbird` package trait (without it the module is empty),
+# in its own scratch path so that .build keeps its configuration: its archive lands in
+# .build-hummingbird/plugins/Swift-DocC/outputs/SluiceHummingbird.doccarchive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +21,7 @@ failed=()
 for module in "${modules[@]}"; do
     echo "docs: $module"
     traits=()
-    if [[ "$module" == SluiceHummingbird ]]; then traits=(--traits Hummingbird); fi
+    if [[ "$module" == SluiceHummingbird ]]; then traits=(--scratch-path .build-hummingbird --traits Hummingbird); fi
     if ! swift package "${traits[@]}" generate-documentation --target "$module" --warnings-as-errors; then
         failed+=("$module")
     fi
