@@ -18,10 +18,10 @@ import Testing
 
         static func make(
             options: IdempotencyMiddlewareOptions = .payment, limit: RateLimitOptions? = nil, latch: Latch? = nil,
-            responseBody: String? = nil
+            responseBody: String? = nil, store: PluginStore = .memory
         ) throws -> (App, Router<BasicRequestContext>) {
             var plugins = PluginRegistry()
-            let payments = try IdempotencyRule(name: "pay", options: options, in: &plugins)
+            let payments = try IdempotencyRule(name: "pay", options: options, store: store, in: &plugins)
             let clock = ManualGateClock()
             let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, clock: clock, in: &plugins) }
             let app = App(fixture: try Fixture(plugins, clock: clock))
@@ -236,6 +236,23 @@ import Testing
                 #expect(plain.headers[.idempotentReplayedForTests] == nil)
             }
             #expect(app.runs.current == 2)
+        }
+    }
+
+    @Test(arguments: testModes)
+    func aSharedStoreKeepsTheResponseAsJSONAndReplaysIt(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make(store: try PluginStore.shared(MemoryStore()))
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-8""#)
+            let first = try await client.send(.post, "/pay", headers: headers, body: "800")
+            #expect(first.status == .created)
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "800")
+            #expect(retry.status == .created)
+            #expect(retry.body == first.body)
+            #expect(retry.headers[.location] == "/charges/ch_1")
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(try await client.send(.post, "/pay", headers: headers, body: "801").status == .unprocessableContent)
+            #expect(app.runs.current == 1)
         }
     }
 }
