@@ -7,7 +7,7 @@ import Synchronization
 /// Hummingbird's `next` may not outlive the middleware's `handle`, so the middleware waits in
 /// ``settle()`` before it returns: a chain not started by then is abandoned (an effect that
 /// starts later throws `CancellationError`, which releases the record), and one running is
-/// waited for. The chain itself is dropped as soon as it has run or been abandoned.
+/// waited for. A chain that started never fails: whatever it ends with is stored. The chain itself is dropped as soon as it has run or been abandoned.
 final class ChainCall: Sendable {
     /// The chain's call.
     struct Chain: @unchecked Sendable {
@@ -15,7 +15,7 @@ final class ChainCall: Sendable {
         // by the effect, while the middleware that made it waits for the outcome and then in
         // `settle()`; the two never touch it at the same time, and `settle()` returns only
         // once it has been dropped.
-        let run: () async throws -> StoredResponse
+        let run: () async -> StoredResponse
     }
 
     private enum State: Sendable {
@@ -46,7 +46,7 @@ final class ChainCall: Sendable {
         }
         guard let chain else { throw CancellationError() }
         // The app's handlers run off the gate's loop, so a slow handler holds no key's decisions.
-        return try await withTaskExecutorPreference(globalConcurrentExecutor) { try await chain.run() }
+        return await withTaskExecutorPreference(globalConcurrentExecutor) { await chain.run() }
     }
 
     private func finish() {

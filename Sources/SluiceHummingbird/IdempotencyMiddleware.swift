@@ -17,7 +17,8 @@ import SluiceHTTP
 ///
 /// | case | answer |
 /// | --- | --- |
-/// | first request | the chain's response, stored (a 429 or 503, or a thrown error that is not an `HTTPResponseError`, is not stored and the record is released) |
+/// | first request | the chain's response, stored whatever its status (an `HTTPResponseError` the chain throws is stored as its response, any other thrown error as a 500 `internal` problem) |
+/// | first request refused by a ``RateLimitMiddleware`` or ``ThrottleMiddleware`` behind it | the refusal, not stored: the record is released and a retry is decided again |
 /// | retry, same body | the stored response, `Idempotent-Replayed: true` |
 /// | retry while the first runs | 409 `conflict` with `Retry-After: 1`, or with `.join` the first's response, replayed |
 /// | same key, another method, path or body | 422 `mismatch` |
@@ -87,19 +88,17 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
             concurrent: options.concurrent)
         let forwarded = request
         let limit = options.storedBodyLimit
-        return try await withoutActuallyEscaping(next) { next in
-            let chain = ChainCall(ChainCall.Chain { try await Self.respond(next, forwarded, context, storedBodyLimit: limit) })
+        return await withoutActuallyEscaping(next) { next in
+            let chain = ChainCall(ChainCall.Chain { await Self.respond(next, forwarded, context, storedBodyLimit: limit) })
             let outcome = await gate.submit(rule.handle, IdempotentResponsePlugin.Call(key: scope, identity: identity, chain: chain))
             // `next` may not outlive this call: wait until the chain can no longer run.
             await chain.settle()
             switch outcome {
             case .ran(let stored, let info):
                 var answer = stored.answer
-                HTTPOutcomeMapping.markReplayed(&answer, info)
+                // A refusal is never a replay: it was not stored (a duplicate that joined gets it as it is).
+                if !stored.refusal { HTTPOutcomeMapping.markReplayed(&answer, info) }
                 return answer.response
-            case .failed(let error, let info) where info.source == .executed:
-                // Not stored (the record is released): the chain's error goes on as it was thrown.
-                throw error
             default:
                 return HTTPOutcomeMapping.answer(for: outcome).response
             }
@@ -118,18 +117,35 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         return "\(request.method.rawValue) \(request.uri.path) \(body.readableBytes):\(String(digest, radix: 16))"
     }
 
-    /// Runs the rest of the chain and keeps its response (an `HTTPResponseError` it throws is
-    /// rendered and kept like a response).
+    /// Runs the rest of the chain and keeps its response, whatever happens once it has started:
+    /// an `HTTPResponseError` it throws is rendered and kept like a response, any other error
+    /// (the route's, a `CancellationError`, the response body's writer's) becomes a kept 500
+    /// `internal` problem, since the route may have done its work (charged a card) before it
+    /// failed. A refusal by Sluice's own middleware behind it is marked, so that its record is
+    /// released.
     static func respond(
         _ next: (Request, Context) async throws -> Response, _ request: Request, _ context: Context, storedBodyLimit: Int
-    ) async throws -> StoredResponse {
+    ) async -> StoredResponse {
+        let marker = InnerRefusal.Marker()
         let response: Response
         do {
-            response = try await next(request, context)
+            response = try await InnerRefusal.$marker.withValue(marker) { try await next(request, context) }
         } catch let error as any HTTPResponseError {
-            response = try error.response(from: request, context: context)
+            do {
+                response = try error.response(from: request, context: context)
+            } catch {
+                return failure(error, context: context)
+            }
+        } catch {
+            return failure(error, context: context)
         }
-        guard let body = try await ResponseCollector.body(of: response, limit: storedBodyLimit) else {
+        let body: [UInt8]?
+        do {
+            body = try await ResponseCollector.body(of: response, limit: storedBodyLimit)
+        } catch {
+            return failure(error, context: context)
+        }
+        guard let body else {
             context.logger.error(
                 "an idempotent response was not stored: its body is over the limit",
                 metadata: ["status": "\(response.status.code)", "limit": "\(storedBodyLimit)"])
@@ -138,7 +154,19 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
                 detail: "the request was processed once, but its response was longer than the \(storedBodyLimit) bytes an idempotency record keeps")
             return StoredResponse(answer: problem.answer)
         }
-        return StoredResponse(status: response.status, fields: response.headers, body: body)
+        var stored = StoredResponse(status: response.status, fields: response.headers, body: body)
+        stored.refusal = marker.isRefused
+        return stored
+    }
+
+    /// The 500 kept for a chain that failed with `error` after it started.
+    static func failure(_ error: any Error, context: Context) -> StoredResponse {
+        context.logger.error(
+            "an idempotent request failed; its 500 is stored and replayed", metadata: ["error": "\(String(reflecting: error))"])
+        let problem = HTTPProblem(
+            .internalServerError, "internal",
+            detail: "the request failed while it was processed; it is not run again for this Idempotency-Key")
+        return StoredResponse(answer: problem.answer)
     }
 }
 #endif

@@ -62,8 +62,9 @@ public struct IdempotencyMiddlewareOptions: Sendable, Hashable {
                 value: "request \(requestBodyLimit), stored \(storedBodyLimit)")
         }
         do {
-            // Errors (a thrown error, a 429 or 503 answer) are never stored: the record is
-            // released so that a retry runs again.
+            // The chain never fails once it has started (a thrown error is kept as a 500
+            // problem); the only outputs counted as failures, and so released, are refusals by
+            // Sluice's own middleware behind the idempotency middleware (the route did not run).
             return try IdempotencyOptions(
                 retention: retention, lease: lease, concurrent: concurrent, cacheErrors: false, recordsPerKey: recordsPerKey)
         } catch {

@@ -28,10 +28,11 @@ struct IdempotentResponsePlugin: GatePlugin {
         try await input.chain.run()
     }
 
-    /// 429 and 503 say "not now" (a rate limit behind this middleware, a busy server): such an
-    /// answer is not kept, so that a retry runs again.
+    /// Only a refusal by Sluice's own rate limit or throttle behind the middleware (the route
+    /// did not run) is not kept, so that a retry is decided again. Every other answer is kept
+    /// whatever its status: a 503 or 429 the route itself gave may follow a charge.
     func isFailure(_ output: StoredResponse) -> Bool {
-        output.status == 429 || output.status == 503
+        output.refusal
     }
 }
 #endif

@@ -53,6 +53,8 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             rule.shadowLimited.increment()
             rule.fields.add(to: &fields, remaining: 0, reset: decision.resetAfter)
         default:
+            // The route does not run: an idempotency middleware in front releases its record.
+            InnerRefusal.mark()
             return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response
         }
         return try await FieldsAddedError.adding(fields) { try await next(request, context) }

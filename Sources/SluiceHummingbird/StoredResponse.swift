@@ -22,6 +22,14 @@ struct StoredResponse: Sendable, Hashable, Codable {
     var fields: [Field]
     /// The body.
     var body: [UInt8]
+    /// Whether the answer is a refusal by Sluice's own middleware behind the idempotency
+    /// middleware (the route did not run): the record is released rather than kept. Never
+    /// stored (a refusal is not kept), so not encoded.
+    var refusal = false
+
+    private enum CodingKeys: String, CodingKey {
+        case status, reason, fields, body
+    }
 
     init(status: HTTPResponse.Status, fields: HTTPFields, body: [UInt8]) {
         self.status = status.code

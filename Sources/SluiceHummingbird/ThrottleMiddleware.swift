@@ -46,7 +46,11 @@ public struct ThrottleMiddleware<Context: RequestContext>: RouterMiddleware {
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
         let outcome = await rule.decide(key, on: gate)
-        guard case .ran = outcome else { return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response }
+        guard case .ran = outcome else {
+            // The route does not run: an idempotency middleware in front releases its record.
+            InnerRefusal.mark()
+            return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response
+        }
         return try await FieldsAddedError.adding(ranFields) { try await next(request, context) }
     }
 }

@@ -8,6 +8,38 @@ import SluiceHummingbird
 import SluicePluginTesting
 import Testing
 
+/// How the pay route fails after it has charged.
+enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
+    /// It throws an error of its own.
+    case plainError
+    /// It throws `CancellationError`.
+    case cancellation
+    /// It throws `HTTPError(.serviceUnavailable)`: "unknown", from the route.
+    case unavailable
+    /// Its response body's writer throws after the handler returned.
+    case bodyWriter
+
+    struct ChargeFailed: Error {}
+    struct BodyLost: Error {}
+
+    /// What the route throws, or `nil` when its body writer fails instead.
+    var thrown: (any Error)? {
+        switch self {
+        case .plainError: ChargeFailed()
+        case .cancellation: CancellationError()
+        case .unavailable: HTTPError(.serviceUnavailable)
+        case .bodyWriter: nil
+        }
+    }
+
+    /// The status stored and replayed.
+    var status: HTTPResponse.Status {
+        self == .unavailable ? .serviceUnavailable : .internalServerError
+    }
+
+    var testDescription: String { "\(self)" }
+}
+
 @Suite struct IdempotencyMiddlewareTests {
     /// An app with `POST /pay` behind idempotency (scoped by `Authorization`) and, with
     /// `limit`, a rate limit after it; the route counts its runs, waits on `latch` when given,
@@ -18,7 +50,7 @@ import Testing
 
         static func make(
             options: IdempotencyMiddlewareOptions = .payment, limit: RateLimitOptions? = nil, latch: Latch? = nil,
-            responseBody: String? = nil, store: PluginStore = .memory
+            responseBody: String? = nil, store: PluginStore = .memory, failure: RouteFailure? = nil
         ) throws -> (App, Router<BasicRequestContext>) {
             var plugins = PluginRegistry()
             let payments = try IdempotencyRule(name: "pay", options: options, store: store, in: &plugins)
@@ -38,6 +70,11 @@ import Testing
                 runs.increment()
                 if let latch { await latch.wait() }
                 let body = try await request.body.collect(upTo: 1 << 20)
+                // The charge is made: the failure comes after it.
+                if let failure {
+                    if let error = failure.thrown { throw error }
+                    return Response(status: .created, body: ResponseBody { _ in throw RouteFailure.BodyLost() })
+                }
                 var headers = HTTPFields()
                 headers[.location] = "/charges/ch_\(run)"
                 return Response(
@@ -221,6 +258,24 @@ import Testing
             #expect(replay.status == .created)
             #expect(replay.body == "charge ch_1 for 1")
             #expect(app.runs.current == 2)
+        }
+    }
+
+    @Test(arguments: testModes, RouteFailure.allCases)
+    func aFailureAfterTheRouteStartedIsStoredAndTheRetryIsAReplay(mode: TestingSetup, failure: RouteFailure) async throws {
+        let (app, appRouter) = try App.make(failure: failure)
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-9""#)
+            let first = try await client.send(.post, "/pay", headers: headers, body: "900")
+            #expect(first.status == failure.status)
+            if failure.status == .internalServerError {
+                #expect(first.body.contains(#""type":"urn:sluice:problem:internal""#))
+            }
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "900")
+            #expect(retry.status == first.status)
+            #expect(retry.body == first.body)
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
         }
     }
 
