@@ -21,14 +21,15 @@ import SluiceHTTP
 /// | first request refused by a ``RateLimitMiddleware`` or ``ThrottleMiddleware`` behind it | the refusal, not stored: the record is released and a retry is decided again |
 /// | retry, same body | the stored response, `Idempotent-Replayed: true` |
 /// | retry while the first runs | 409 `conflict` with `Retry-After: 1`, or with `.join` the first's response, replayed |
-/// | same key, another method, path or body | 422 `mismatch` |
+/// | same key, another method, path, query or body | 422 `mismatch` |
 /// | no `Idempotency-Key` | 400 `missing-idempotency-key` when required, else passes through |
 /// | a malformed or repeated `Idempotency-Key` | 400 `bad-idempotency-key` |
 /// | a body over `requestBodyLimit` | 413 `body-too-large`, nothing runs |
 /// | a response body over `storedBodyLimit` | 500 `response-not-stored`, to the first request and every retry |
 ///
-/// The fingerprint is the method, the path and a digest of the body (its length and a 64-bit
-/// stable hash: not cryptographic, and a collision only ever meets the same client's records).
+/// The fingerprint is the method, the full request target (the path and the query, as the client
+/// sent them) and a digest of the body (its length and a 64-bit stable hash: not cryptographic,
+/// and a collision only ever meets the same client's records).
 ///
 /// Place it before ``RateLimitMiddleware`` so that a replay is answered before the limit is
 /// consulted and spends no quota; a 429 from the limit is not stored.
@@ -111,10 +112,11 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         "\(scope.utf8.count):\(scope)\(idem)"
     }
 
-    /// The method, the path and the body's length and stable hash.
+    /// The method, the request target (path and query) and the body's length and stable hash.
     static func fingerprint(_ request: Request, body: ByteBuffer) -> String {
         let digest = body.withUnsafeReadableBytes { StableHash.of($0) }
-        return "\(request.method.rawValue) \(request.uri.path) \(body.readableBytes):\(String(digest, radix: 16))"
+        // The target holds no space: the body's digest starts after the last one.
+        return "\(request.method.rawValue) \(request.head.path ?? "") \(body.readableBytes):\(String(digest, radix: 16))"
     }
 
     /// Runs the rest of the chain and keeps its response, whatever happens once it has started:

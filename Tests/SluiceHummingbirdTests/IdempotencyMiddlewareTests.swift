@@ -172,6 +172,24 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
+    func theSameKeyWithAnotherQueryIs422(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make()
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-10""#)
+            #expect(try await client.send(.post, "/pay?currency=eur", headers: headers, body: "500").status == .created)
+            let other = try await client.send(.post, "/pay?currency=usd", headers: headers, body: "500")
+            #expect(other.status == .unprocessableContent)
+            #expect(other.body.contains(#""type":"urn:sluice:problem:mismatch""#))
+            let none = try await client.send(.post, "/pay", headers: headers, body: "500")
+            #expect(none.status == .unprocessableContent)
+            let same = try await client.send(.post, "/pay?currency=eur", headers: headers, body: "500")
+            #expect(same.status == .created)
+            #expect(same.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
     func aMissingKeyIs400WhenRequiredAndPassesThroughOtherwise(mode: TestingSetup) async throws {
         let (required, requiredRouter) = try App.make()
         try await required.fixture.test(requiredRouter, mode) { client in
