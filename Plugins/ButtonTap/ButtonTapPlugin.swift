@@ -21,6 +21,15 @@ public struct ButtonTapPlugin: GatePlugin {
     public func key(for input: String) -> String { input }
 
     public func run(_ input: String, context: EffectContext) async throws -> Int {
+        runTap(context)
+    }
+
+    /// A tap never suspends: the gate runs it in place, without a task.
+    public func runImmediately(_ input: String, context: EffectContext) throws -> Int? {
+        runTap(context)
+    }
+
+    private func runTap(_ context: EffectContext) -> Int {
         taps.increment()
         return context.incrementTally()
     }

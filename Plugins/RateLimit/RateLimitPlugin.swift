@@ -45,4 +45,10 @@ public struct RateLimitPlugin: GatePlugin {
     public func run(_ input: Check, context: EffectContext) async throws {
         allowed.increment()
     }
+
+    /// Nothing to wait for: the gate runs it in place, without a task.
+    public func runImmediately(_ input: Check, context: EffectContext) throws -> Void? {
+        allowed.increment()
+        return ()
+    }
 }

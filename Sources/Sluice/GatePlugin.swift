@@ -46,6 +46,14 @@ public protocol GatePlugin: Sendable {
     /// Runs the effect. Throw `CancellationError` (or let `context.sleep` throw it) when
     /// cancelled, until the effect commits.
     func run(_ input: Input, context: EffectContext) async throws -> Output
+    /// For an effect that never suspends (it counts, records, answers from memory): runs it in
+    /// place and returns its output, so that the gate starts no task and registers nothing for
+    /// it. Return `nil`, having done nothing, to have the gate run ``run(_:context:)`` as a task
+    /// instead; the default does. Used for requests that run at once (a throttle's leading run,
+    /// a rate limit's allowed request, switch-latest and unrestricted plugins), never for
+    /// idempotent or single-flight executions, which others may join. Nothing can cancel an
+    /// effect run in place.
+    func runImmediately(_ input: Input, context: EffectContext) throws -> Output?
     /// Whether an output counts as a failure for `IdempotencyOptions/cacheErrors` (a declined
     /// charge, say). The default is `false`.
     func isFailure(_ output: Output) -> Bool
@@ -57,6 +65,8 @@ extension GatePlugin {
     }
 
     public func cost(for input: Input) -> Int { 1 }
+
+    public func runImmediately(_ input: Input, context: EffectContext) throws -> Output? { nil }
 
     public func isFailure(_ output: Output) -> Bool { false }
 }

@@ -73,6 +73,10 @@ extension PluginLane {
         _ request: GateRequest<Plugin>, token: EventToken, completion: @escaping Completion,
         rateLimit decision: RateLimitDecision?, shard: GateShard
     ) {
+        if let outcome = runInPlace(request, rateLimit: decision, shard: shard) {
+            deliver(completion, outcome)
+            return
+        }
         if let refused = admit(request, token: token, kind: .single, record: "", shard: shard) {
             deliver(completion, refused)
             return

@@ -242,6 +242,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             return .busy
         }
         guard decision.allowed else { return .limited(decision) }
+        if let outcome = runInPlace(request, rateLimit: decision, shard: shard) { return outcome }
         if let refused = admit(request, token: token, kind: .single, record: "", shard: shard) {
             // Refused after the limiter allowed it (its budget is spent, or its scope closed
             // meanwhile): a refused request spends nothing.
@@ -361,8 +362,33 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     func runSingle(
         _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
+        if let outcome = runInPlace(request, rateLimit: nil, shard: shard) { return outcome }
         if let refused = admit(request, token: token, kind: .single, record: "", shard: shard) { return refused }
         return launchAndWait(token, later: later, shard: shard)
+    }
+
+    /// Runs an effect that never suspends in place (``GatePlugin/runImmediately(_:context:)``):
+    /// no task, no execution, no scope entry, nothing charged, since nothing is held. Returns
+    /// `nil` when the plugin's effect runs as a task.
+    @inlinable
+    func runInPlace(_ request: GateRequest<Plugin>, rateLimit decision: RateLimitDecision?, shard: GateShard) -> GateOutcome<Output>? {
+        let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index)
+        let start = ContinuousClock.now
+        let result: Result<Output, any Error>
+        do {
+            guard let output = try handle.plugin.runImmediately(request.input, context: context) else { return nil }
+            result = .success(output)
+        } catch {
+            result = .failure(error)
+        }
+        metrics.effectDuration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
+        switch result {
+        case .success(let output):
+            return .ran(output, RunInfo(source: .executed, rateLimit: decision))
+        case .failure(let error):
+            if error is CancellationError { return .cancelled(.byEffect) }
+            return .failed(error, RunInfo(source: .executed, rateLimit: decision))
+        }
     }
 
     /// Adds a held execution for `request` (token `token`) with its leading waiter, charged to
