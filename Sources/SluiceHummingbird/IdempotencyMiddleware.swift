@@ -27,6 +27,12 @@ import SluiceHTTP
 /// | a body over `requestBodyLimit` | 413 `body-too-large`, nothing runs |
 /// | a response body over `storedBodyLimit` | 500 `response-not-stored`, to the first request and every retry |
 ///
+/// A stored response keeps its status, body and header fields but for the hop-by-hop ones
+/// (`Connection` and those it names, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Proxy-*`,
+/// `Transfer-Encoding`, `Content-Length`: the server writes its own) and those about a decision
+/// made for the first request (`RateLimit`, `RateLimit-Policy`, `Retry-After`), which only
+/// the first request gets. A limiter in front of this middleware adds its own to a replay.
+///
 /// The fingerprint is the method, the full request target (the path and the query, as the client
 /// sent them) and a digest of the body (its length and a 64-bit stable hash: not cryptographic,
 /// and a collision only ever meets the same client's records).
@@ -96,8 +102,10 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
             await chain.settle()
             switch outcome {
             case .ran(let stored, let info):
-                var answer = stored.answer
-                // A refusal is never a replay: it was not stored (a duplicate that joined gets it as it is).
+                // The request that ran the chain also gets the fields about the decisions made
+                // for it (`RateLimit`, `Retry-After`), which a replay does not. A refusal is never
+                // a replay: it was not stored (a duplicate that joined gets it as it is).
+                var answer = info.source == .executed || stored.refusal ? stored.firstAnswer : stored.answer
                 if !stored.refusal { HTTPOutcomeMapping.markReplayed(&answer, info) }
                 return answer.response
             default:

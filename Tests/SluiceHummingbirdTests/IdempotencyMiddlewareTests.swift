@@ -259,6 +259,11 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
                 let replay = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
                 #expect(replay.status == .created)
                 #expect(replay.headers[.idempotentReplayedForTests] == "true")
+                // The first answer's decision is not the replay's: no fields from it.
+                #expect(replay.headers[.rateLimitForTests] == nil)
+                #expect(replay.headers[.rateLimitPolicyForTests] == nil)
+                #expect(replay.headers[.retryAfter] == nil)
+                #expect(replay.headers[.location] == "/charges/ch_1")
             }
             // The replays spent nothing: the second unit is still there.
             let second = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k2"), body: "2")
@@ -275,6 +280,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
             let replay = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
             #expect(replay.status == .created)
             #expect(replay.body == "charge ch_1 for 1")
+            #expect(replay.headers[.rateLimitForTests] == nil)
             #expect(app.runs.current == 2)
         }
     }
