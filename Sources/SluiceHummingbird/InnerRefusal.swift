@@ -1,4 +1,7 @@
 #if Hummingbird
+import Hummingbird
+import Sluice
+import SluiceHTTP
 import Synchronization
 
 /// How ``IdempotencyMiddleware`` tells a refusal by Sluice's own middleware behind it (a
@@ -27,6 +30,19 @@ enum InnerRefusal {
     /// chain), for an idempotency middleware in front of it.
     static func mark() {
         marker?.mark()
+    }
+
+    /// The answer of a rate limit or throttle with fields `limits` that refuses a request with
+    /// `outcome` (anything but `.ran`), marked: its 429 or 503 carries `RateLimit-Policy` and
+    /// `RateLimit` (`r=0`, `t` the `Retry-After` it gives, else 1 s) like every answer it governs.
+    static func refuse(_ outcome: GateOutcome<Void>, limits: RateLimitFields) -> Response {
+        mark()
+        var answer = HTTPOutcomeMapping.answer(for: outcome, limits: limits)
+        if answer.fields[.rateLimitPolicy] == nil {
+            let seconds = answer.fields[.retryAfter].flatMap { Int($0) } ?? 1
+            limits.add(to: &answer.fields, remaining: 0, reset: .seconds(seconds))
+        }
+        return answer.response
     }
 }
 #endif

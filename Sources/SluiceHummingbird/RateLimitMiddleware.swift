@@ -11,9 +11,12 @@ import SluiceHTTP
 /// the rule says (``DecisionSite``: in place, or on the gate with one hop to the key's loop):
 /// within the limit it runs the rest of the chain and its
 /// response gets the draft-11 `RateLimit-Policy` and `RateLimit` fields; over it, the answer is
-/// 429 with `Retry-After` and the same fields (an RFC 9457 problem body). In shadow mode a
-/// request over the limit is reported (the fields with `r=0`, the rule's `shadowLimited`
-/// counter, the gate's metrics) and passes through.
+/// 429 with `Retry-After` and the same fields (an RFC 9457 problem body); when the limit cannot
+/// decide (its table is full, its shared store is unavailable, the gate shuts down), 503 with
+/// the same fields (`r=0`, `t` its `Retry-After`). In shadow mode nothing is refused: a request
+/// over the limit is reported (the fields with `r=0`, the rule's `shadowLimited` counter, the
+/// gate's metrics) and passes through, and one the limit could not decide passes through with
+/// `RateLimit-Policy` alone, counted in `shadowUndecided`.
 ///
 /// ```swift
 /// router.add(middleware: RateLimitMiddleware(searchLimit, gate: gate) { request, _ in
@@ -52,10 +55,15 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         case .limited(let decision) where rule.shadowMode:
             rule.shadowLimited.increment()
             rule.fields.add(to: &fields, remaining: 0, reset: decision.resetAfter)
-        default:
+        case .limited, .throttled:
             // The route does not run: an idempotency middleware in front releases its record.
-            InnerRefusal.mark()
-            return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response
+            return InnerRefusal.refuse(outcome, limits: rule.fields)
+        default:
+            // Undecided (busy, the store unavailable, shutting down, cancelled): shadow mode
+            // never refuses, so the request passes, counted; otherwise it is refused, 503.
+            guard rule.shadowMode else { return InnerRefusal.refuse(outcome, limits: rule.fields) }
+            rule.shadowUndecided.increment()
+            fields[.rateLimitPolicy] = rule.fields.policyValue
         }
         return try await FieldsAddedError.adding(fields) { try await next(request, context) }
     }

@@ -29,6 +29,10 @@ public struct RateLimitRule: Sendable {
     public let shadowMode: Bool
     /// Requests over the limit that shadow mode let through (`sluice_<name>_shadow_limited_total`).
     public let shadowLimited: PluginCounter
+    /// Requests shadow mode let through undecided: the limit was busy or its shared store
+    /// unavailable, the gate shutting down, or the decision cancelled
+    /// (`sluice_<name>_shadow_undecided_total`).
+    public let shadowUndecided: PluginCounter
 
     /// A rate limit named `name`, decided where `site` says (registered in `plugins` when that
     /// is the gate).
@@ -71,6 +75,7 @@ public struct RateLimitRule: Sendable {
         self.limit = limit
         self.shadowMode = shadowMode
         shadowLimited = PluginCounter("\(name)_shadow_limited")
+        shadowUndecided = PluginCounter("\(name)_shadow_undecided")
     }
 
     /// Decides about a request for `key`.

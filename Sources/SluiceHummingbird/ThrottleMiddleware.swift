@@ -11,7 +11,8 @@ import SluiceHTTP
 /// The key closure names what is throttled (a user and a post, a button); `nil` means the
 /// request is not governed and passes through untouched. Every governed answer carries
 /// `RateLimit-Policy: "<name>";q=1;w=<window>` and `RateLimit` (`r=0`: a request that ran
-/// leaves nothing for the window); a refused one also `Retry-After`, in whole seconds.
+/// leaves nothing for the window); a refused one (429, or 503 when the throttle cannot decide:
+/// its table is full, its shared store is unavailable) also `Retry-After`, in whole seconds.
 ///
 /// ```swift
 /// router.add(middleware: ThrottleMiddleware(likes, gate: gate) { request, context in
@@ -46,11 +47,8 @@ public struct ThrottleMiddleware<Context: RequestContext>: RouterMiddleware {
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
         let outcome = await rule.decide(key, on: gate)
-        guard case .ran = outcome else {
-            // The route does not run: an idempotency middleware in front releases its record.
-            InnerRefusal.mark()
-            return HTTPOutcomeMapping.answer(for: outcome, limits: rule.fields).response
-        }
+        // The route does not run: an idempotency middleware in front releases its record.
+        guard case .ran = outcome else { return InnerRefusal.refuse(outcome, limits: rule.fields) }
         return try await FieldsAddedError.adding(ranFields) { try await next(request, context) }
     }
 }

@@ -10,11 +10,14 @@ import Testing
 @Suite struct RateLimitMiddlewareTests {
     /// 2 per minute with a burst of 1: `q=2`, a full bucket in 60 s, one unit back every 30 s.
 
-    private static func app(_ site: DecisionSite, shadowMode: Bool = false) throws -> (Fixture, RateLimitRule, Router<BasicRequestContext>) {
+    private static func app(
+        _ site: DecisionSite, shadowMode: Bool = false, store: PluginStore = .memory
+    ) throws -> (Fixture, RateLimitRule, Router<BasicRequestContext>) {
         var plugins = PluginRegistry()
         let clock = ManualGateClock()
         let limit = try RateLimitOptions(count: 2, per: .seconds(60), burst: 1)
-        let rule = try RateLimitRule(name: "search", limit: limit, shadowMode: shadowMode, site: site, clock: clock, in: &plugins)
+        let rule = try RateLimitRule(
+            name: "search", limit: limit, shadowMode: shadowMode, site: site, store: store, clock: clock, in: &plugins)
         #expect(rule.site == site)
         let fixture = try Fixture(plugins, clock: clock)
         let router = Router()
@@ -93,6 +96,32 @@ import Testing
             #expect(over.headers[.rateLimitPolicyForTests] == #""search";q=2;w=60"#)
             #expect(over.headers[.rateLimitForTests] == #""search";r=0;t=60"#)
             #expect(rule.shadowLimited.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes, [false, true])
+    func aLimitWhoseStoreIsUnavailableAnswers503OrInShadowModeLetsThrough(mode: TestingSetup, shadowMode: Bool) async throws {
+        let store = MemoryStore()
+        store.setAvailable(false)
+        let (fixture, rule, router) = try Self.app(
+            .gate, shadowMode: shadowMode, store: try PluginStore.shared(store, whenUnavailable: .closed))
+        try await fixture.test(router, mode) { client in
+            for _ in 1...3 {
+                let answer = try await client.send(.get, "/search", headers: user("ann"))
+                #expect(answer.headers[.rateLimitPolicyForTests] == #""search";q=2;w=60"#)
+                if shadowMode {
+                    #expect(answer.status == .ok)
+                    #expect(answer.body == "results")
+                    #expect(answer.headers[.retryAfter] == nil)
+                } else {
+                    #expect(answer.status == .serviceUnavailable)
+                    #expect(answer.body.contains(#""type":"urn:sluice:problem:unavailable""#))
+                    #expect(answer.headers[.retryAfter] == "1")
+                    #expect(answer.headers[.rateLimitForTests] == #""search";r=0;t=1"#)
+                }
+            }
+            #expect(rule.shadowUndecided.current == (shadowMode ? 3 : 0))
+            #expect(rule.shadowLimited.current == 0)
         }
     }
 
