@@ -433,6 +433,8 @@ extension PluginLane {
             if handle.plugin.isFailure(output) && !options.cacheErrors {
                 forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                // A released record holds nothing: its unit of the key's quota comes back.
+                recordQuota?.refund(key: execution.key, quantity: 1, now: shard.clock.now)
                 return true
             }
             // A result that ran is never given back: one that cannot be encoded is stored as a
@@ -446,6 +448,9 @@ extension PluginLane {
                 // record back so that a retry runs.
                 forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                if !(execution.isCancelling || error is CancellationError) {
+                    recordQuota?.refund(key: execution.key, quantity: 1, now: shard.clock.now)
+                }
                 return true
             }
             bytes = StoredResult.encode(result) ?? []

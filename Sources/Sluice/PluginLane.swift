@@ -549,21 +549,25 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
     }
 
-    /// Completes or releases an idempotent execution's record.
+    /// Completes or releases an idempotent execution's record. A record released because the
+    /// options keep no errors holds nothing: its unit of the key's record quota is given back.
     @inlinable
     func store(_ result: Result<Output, any Error>, of execution: Execution, token: EventToken, now: Instant) {
+        let completion: IdempotencyCompletion?
         switch result {
         case .success(let output):
-            _ = idempotency?.complete(
+            completion = idempotency?.complete(
                 key: execution.record, owner: token, result: result, isError: handle.plugin.isFailure(output), now: now)
         case .failure(let error):
             if execution.isCancelling || error is CancellationError {
                 // Cancelled before committing: release the record so a retry runs.
                 idempotency?.cancel(key: execution.record, owner: token)
+                completion = nil
             } else {
-                _ = idempotency?.complete(key: execution.record, owner: token, result: result, isError: true, now: now)
+                completion = idempotency?.complete(key: execution.record, owner: token, result: result, isError: true, now: now)
             }
         }
+        if completion == .released { recordQuota?.refund(key: execution.key, quantity: 1, now: now) }
     }
 
     @inlinable

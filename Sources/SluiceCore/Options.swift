@@ -178,7 +178,8 @@ public struct IdempotencyOptions: Hashable, Sendable {
     /// New records one key (an account) may open: this many back to back, and this many more
     /// per `retention` (a GCRA per key), so that one key's flood of new records is refused
     /// (`busy`) without filling the table for every other key. Replays and joins open no
-    /// record and are never refused by it. `nil` sets no quota.
+    /// record and are never refused by it; a record released because errors are not cached
+    /// gives its unit back. `nil` sets no quota.
     public let recordsPerKey: Int?
 
     @usableFromInline let retentionNanos: Int64

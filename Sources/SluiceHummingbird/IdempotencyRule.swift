@@ -20,8 +20,10 @@ public struct IdempotencyRule: Sendable {
     ///     stored responses as JSON).
     ///   - budget: the memory the records may hold in this process, split over the gate's
     ///     shards; when it is full, a new record is refused (503 `busy`) rather than an old one
-    ///     evicted. `nil`: 64 MiB, each record counted at its largest (the stored body limit and
-    ///     1 KiB of head), so that stored bodies cannot outgrow it.
+    ///     evicted. `nil`: 256 MiB, each record counted at its largest (the stored body limit and
+    ///     1 KiB of head), so that stored bodies cannot outgrow it: it holds budget ÷
+    ///     (`storedBodyLimit` + 1 KiB) records, about 51,000 with the `.payment` preset (see
+    ///     ``IdempotencyMiddlewareOptions/storedBodyLimit``).
     ///   - plugins: the registry the gate will be made from.
     /// - Throws: `GateError` when the name is malformed or taken, or an option is out of range.
     public init(
@@ -31,7 +33,7 @@ public struct IdempotencyRule: Sendable {
         try RuleName.check(name)
         handle = try plugins.register(
             IdempotentResponsePlugin(name: name, options: try options.idempotencyOptions()),
-            budget: budget ?? .bytes(64 << 20, extraBytesPerKey: options.storedBodyLimit + 1024), store: store)
+            budget: budget ?? .bytes(256 << 20, extraBytesPerKey: options.storedBodyLimit + 1024), store: store)
         self.options = options
     }
 }

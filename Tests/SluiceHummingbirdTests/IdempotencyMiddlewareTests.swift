@@ -4,7 +4,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Sluice
-import SluiceHummingbird
+@testable import SluiceHummingbird
+import SluiceCore
 import SluicePluginTesting
 import Testing
 
@@ -301,6 +302,34 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
             #expect(retry.headers[.idempotentReplayedForTests] == "true")
             #expect(app.runs.current == 1)
         }
+    }
+
+    @Test(arguments: testModes, [false, true])
+    func aRecordReleasedForARefusalBehindCostsNoRecordQuota(mode: TestingSetup, shared: Bool) async throws {
+        var options = IdempotencyMiddlewareOptions.payment
+        options.recordsPerKey = 2
+        let (app, appRouter) = try App.make(
+            options: options, limit: try RateLimitOptions(count: 1, per: .seconds(60), burst: 0),
+            store: shared ? try PluginStore.shared(MemoryStore()) : .memory)
+        try await app.fixture.test(appRouter, mode) { client in
+            #expect(try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k0"), body: "1").status == .created)
+            // Refused by the limit behind: released, and the quota of 2 records is not spent.
+            for idem in 1...4 {
+                let limited = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k\(idem)"), body: "1")
+                #expect(limited.status == .tooManyRequests)
+            }
+            await app.fixture.clock.advance(by: .seconds(60))
+            let second = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k5"), body: "1")
+            #expect(second.status == .created)
+            #expect(app.runs.current == 2)
+        }
+    }
+
+    @Test func thePaymentPresetHoldsADayOfRecordsInTheDefaultBudget() {
+        let options = IdempotencyMiddlewareOptions.payment
+        let capacity = KeyTable<String, IdempotencyRecord<String, Result<StoredResponse, any Error>>>.capacity(
+            for: .bytes(256 << 20, extraBytesPerKey: options.storedBodyLimit + 1024))
+        #expect(capacity >= 50_000)
     }
 
     @Test(arguments: testModes)
