@@ -7,7 +7,8 @@ import Synchronization
 /// Hummingbird's `next` may not outlive the middleware's `handle`, so the middleware waits in
 /// ``settle()`` before it returns: a chain not started by then is abandoned (an effect that
 /// starts later throws `CancellationError`, which releases the record), and one running is
-/// waited for. A chain that started never fails: whatever it ends with is stored. The chain itself is dropped as soon as it has run or been abandoned.
+/// waited for. A chain that started never fails: whatever it ends with is stored. The chain
+/// itself is dropped as soon as it has run or been abandoned; what it answered is kept.
 final class ChainCall: Sendable {
     /// The chain's call.
     struct Chain: @unchecked Sendable {
@@ -21,7 +22,7 @@ final class ChainCall: Sendable {
     private enum State: Sendable {
         case ready(Chain)
         case running(waiter: CheckedContinuation<Void, Never>?)
-        case finished
+        case finished(StoredResponse)
         case abandoned
     }
 
@@ -31,13 +32,16 @@ final class ChainCall: Sendable {
         state = Mutex(.ready(chain))
     }
 
-    /// Runs the chain, once. Throws `CancellationError` when the middleware has left already.
+    /// Runs the chain, once, and keeps what it answered for ``settle()``. Throws
+    /// `CancellationError` when the middleware has left already.
     func run() async throws -> StoredResponse {
-        defer { finish() }
-        return try await callOnce()
+        let response = try await callOnce()
+        finish(response)
+        return response
     }
 
-    /// Takes the chain out of the state and calls it: when this returns, nothing holds it.
+    /// Takes the chain out of the state and calls it: when this returns, nothing holds it (the
+    /// middleware's `withoutActuallyEscaping` may end as soon as ``settle()`` returns).
     private func callOnce() async throws -> StoredResponse {
         let chain = state.withLock { state -> Chain? in
             guard case .ready(let chain) = state else { return nil }
@@ -49,18 +53,19 @@ final class ChainCall: Sendable {
         return await withTaskExecutorPreference(globalConcurrentExecutor) { await chain.run() }
     }
 
-    private func finish() {
+    private func finish(_ response: StoredResponse) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard case .running(let waiter) = state else { return nil }
-            state = .finished
+            state = .finished(response)
             return waiter
         }
         waiter?.resume()
     }
 
     /// Returns once the chain can no longer run: abandons it if it has not started, waits for
-    /// it if it is running.
-    func settle() async {
+    /// it if it is running. Returns what the chain answered, if it ran: the middleware's own
+    /// answer when the gate answered it before the chain ended (its caller was cancelled).
+    func settle() async -> StoredResponse? {
         let running = state.withLock { state -> Bool in
             switch state {
             case .ready:
@@ -72,14 +77,19 @@ final class ChainCall: Sendable {
                 return false
             }
         }
-        guard running else { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                guard case .running = state else { return true }
-                state = .running(waiter: continuation)
-                return false
+        if running {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard case .running = state else { return true }
+                    state = .running(waiter: continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        }
+        return state.withLock { state -> StoredResponse? in
+            guard case .finished(let response) = state else { return nil }
+            return response
         }
     }
 }

@@ -99,7 +99,7 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
             let chain = ChainCall(ChainCall.Chain { await Self.respond(next, forwarded, context, storedBodyLimit: limit) })
             let outcome = await gate.submit(rule.handle, IdempotentResponsePlugin.Call(key: scope, identity: identity, chain: chain))
             // `next` may not outlive this call: wait until the chain can no longer run.
-            await chain.settle()
+            let ran = await chain.settle()
             switch outcome {
             case .ran(let stored, let info):
                 // The request that ran the chain also gets the fields about the decisions made
@@ -108,6 +108,11 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
                 var answer = info.source == .executed || stored.refusal ? stored.firstAnswer : stored.answer
                 if !stored.refusal { HTTPOutcomeMapping.markReplayed(&answer, info) }
                 return answer.response
+            case .cancelled:
+                // This request's caller was cancelled while its chain ran: the chain finished
+                // meanwhile (and its answer was stored, but for a refusal), so that is the answer.
+                guard let ran else { return HTTPOutcomeMapping.answer(for: outcome).response }
+                return ran.firstAnswer.response
             default:
                 return HTTPOutcomeMapping.answer(for: outcome).response
             }

@@ -159,6 +159,32 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
         }
     }
 
+    /// Through the router, so that the test can cancel the request's task (a live server's
+    /// client cannot).
+    @Test func aCallerCancelledWhileItsChainRunsGetsTheResponseItStored() async throws {
+        let latch = Latch()
+        let (app, appRouter) = try App.make(latch: latch)
+        try await app.fixture.test(appRouter, .router) { client in
+            let headers = user("ann", idempotencyKey: #""order-11""#)
+            let first = Task { try await client.send(.post, "/pay", headers: headers, body: "1100") }
+            var entries = latch.entries.makeAsyncIterator()
+            _ = await entries.next()
+            try await eventually("the first request waits on the gate") { await app.fixture.gate.statistics().waiters == 1 }
+            first.cancel()
+            // The gate answers the cancelled caller at once; its chain runs on.
+            try await eventually("the cancelled request left the gate") { await app.fixture.gate.statistics().waiters == 0 }
+            latch.open()
+            let led = try await first.value
+            #expect(led.status == .created)
+            #expect(led.body == "charge ch_1 for 1100")
+            #expect(led.headers[.idempotentReplayedForTests] == nil)
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "1100")
+            #expect(retry.body == "charge ch_1 for 1100")
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
     @Test(arguments: testModes)
     func theSameKeyWithAnotherBodyIs422(mode: TestingSetup) async throws {
         let (app, appRouter) = try App.make()
