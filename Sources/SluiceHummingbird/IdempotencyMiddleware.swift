@@ -24,6 +24,7 @@ import SluiceHTTP
 /// | same key, another method, path, query or body | 422 `mismatch` |
 /// | no `Idempotency-Key` | 400 `missing-idempotency-key` when required, else passes through |
 /// | a malformed or repeated `Idempotency-Key` | 400 `bad-idempotency-key` |
+/// | a scope (what the key closure returned) empty or over 256 bytes | 400 `bad-key` |
 /// | a body over `requestBodyLimit` | 413 `body-too-large`, nothing runs |
 /// | a response body over `storedBodyLimit` | 500 `response-not-stored`, to the first request and every retry |
 ///
@@ -59,6 +60,8 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     ///   - gate: the shared gate.
     ///   - key: the records' scope (a user, an API key), or `nil` to let a request through
     ///     ungoverned.
+    ///     A scope is 1 to 256 bytes of UTF-8: a request with an empty or a longer one is
+    ///     answered 400 `bad-key` (hash a long value, or name what it stands for).
     public init(_ rule: IdempotencyRule, gate: Gate, key: @escaping @Sendable (Request, Context) -> String?) {
         self.rule = rule
         self.gate = gate
@@ -69,6 +72,7 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     /// execution.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let scope = key(request, context) else { return try await next(request, context) }
+        if let refusal = RuleKey.refusal(for: scope) { return refusal }
         let options = rule.options
         let values = request.headers[values: .idempotencyKey]
         if values.isEmpty, !options.required { return try await next(request, context) }

@@ -36,6 +36,8 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     ///   - rule: a rule registered in the registry `gate` was made from.
     ///   - gate: the shared gate.
     ///   - key: what a request counts against, or `nil` to let it through ungoverned.
+    ///     A key is 1 to 256 bytes of UTF-8: a request with an empty or a longer one is
+    ///     answered 400 `bad-key` (hash a long value, or name what it stands for).
     public init(_ rule: RateLimitRule, gate: Gate, key: @escaping @Sendable (Request, Context) -> String?) {
         self.rule = rule
         self.gate = gate
@@ -45,6 +47,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Decides about `request`, then runs the rest of the chain or answers 429.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
+        if let refusal = RuleKey.refusal(for: key) { return refusal }
         let outcome = await rule.decide(key, on: gate)
         var fields = HTTPFields()
         switch outcome {

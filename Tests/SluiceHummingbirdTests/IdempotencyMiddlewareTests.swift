@@ -359,6 +359,21 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
+    func aScopeOver256BytesIs400AndNothingRuns(mode: TestingSetup) async throws {
+        let (app, appRouter) = try App.make()
+        try await app.fixture.test(appRouter, mode) { client in
+            var headers = user(String(repeating: "a", count: 250), idempotencyKey: #""order-12""#)
+            let long = try await client.send(.post, "/pay", headers: headers, body: "5")
+            #expect(long.status == .badRequest)
+            #expect(long.body.contains(#""type":"urn:sluice:problem:bad-key""#))
+            // "Bearer " and 249 bytes: 256, the longest.
+            headers = user(String(repeating: "a", count: 249), idempotencyKey: #""order-12""#)
+            #expect(try await client.send(.post, "/pay", headers: headers, body: "5").status == .created)
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    @Test(arguments: testModes)
     func aRequestWithoutAScopeIsNotGoverned(mode: TestingSetup) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in

@@ -84,6 +84,19 @@ import Testing
     }
 
     @Test(arguments: testModes, decisionSites)
+    func aKeyOver256BytesIs400(mode: TestingSetup, site: DecisionSite) async throws {
+        let (fixture, _, router) = try Self.app(site)
+        try await fixture.test(router, mode) { client in
+            for _ in 1...3 {
+                let long = try await client.send(.get, "/search", headers: user(String(repeating: "x", count: 4096)))
+                #expect(long.status == .badRequest)
+                #expect(long.body.contains(#""type":"urn:sluice:problem:bad-key""#))
+            }
+            #expect(try await client.send(.get, "/search", headers: user("ann")).status == .ok)
+        }
+    }
+
+    @Test(arguments: testModes, decisionSites)
     func shadowModeReportsAndNeverRefuses(mode: TestingSetup, site: DecisionSite) async throws {
         let (fixture, rule, router) = try Self.app(site, shadowMode: true)
         try await fixture.test(router, mode) { client in
