@@ -72,7 +72,9 @@ public final class HTTPConnection: @unchecked Sendable {
     /// The head being scanned was already buffered when the request before it was answered.
     private var scanningPipelined = false
     /// The first bytes of the line being scanned (lower-cased), to read `Content-Length`.
-    private var linePrefix: [UInt8] = []
+    /// Touched for every byte of a head: it skips the runtime's dynamic exclusivity checks, as
+    /// the connection lives on its loop's thread and no access to it overlaps another.
+    @exclusivity(unchecked) private var linePrefix: [UInt8] = []
     private var announcedBodyTooLarge = false
 
     init(loop: EventLoop, id: UInt64, listener: HTTPListener, bufferevent: OpaquePointer, evhttpConnection: OpaquePointer) {
@@ -269,9 +271,12 @@ public final class HTTPConnection: @unchecked Sendable {
 
     /// A head line ended: a `Content-Length` over the body limit is noted (refused once the
     /// head is complete, before `evhttp` would answer it with its own page).
+    /// `content-length:`, as the lower-cased line prefix shows it.
+    private static let contentLengthName = Array("content-length:".utf8)
+
     private func lineEnded() {
         defer { linePrefix.removeAll(keepingCapacity: true) }
-        let name = Array("content-length:".utf8)
+        let name = Self.contentLengthName
         guard linePrefix.count > name.count, linePrefix.starts(with: name) else { return }
         let digits = linePrefix[name.count...].drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 >= 0x30 && $0 <= 0x39 }
         let maximum = configuration.maximumBodyBytes
