@@ -223,6 +223,64 @@ import Testing
         #expect(processor.charges.current == 1)
     }
 
+    /// A processor that commits whatever happens: a cancellation ends its wait, not its charge.
+    final class CommittingProcessor: PaymentProcessor {
+        let charges = PluginCounter("committed_charges")
+
+        func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome {
+            try? await context.sleep(for: .seconds(5))
+            charges.increment()
+            return .charged("ch_\(payment.idem)")
+        }
+
+        var counters: [PluginCounter] { [charges] }
+    }
+
+    /// The gate drains while a payment that commits anyway still runs: its caller hears
+    /// `shutdown`, but its record stays its own until it ends and its result is written, so the
+    /// other instance replays it instead of charging again.
+    @Test func aPaymentStillRunningAtShutdownKeepsItsRecordUntilItEnds() async throws {
+        let processor = CommittingProcessor()
+        let (fleet, payA, payB) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "drain", amount: 3)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
+        try await pollUntil { fleet.store.calls == 1 }
+        await fleet.a.gate.shutdown(gracePeriod: .zero)
+        #expect(await first.outcome.kind == "cancelled(shutdown)")
+        // The processor commits as soon as it is cancelled; its result is written, and the other
+        // instance replays it (refused while the record is still running, never run again).
+        let retry = PaymentPlugin.Payment(key: "acct", idem: "drain", amount: 3, concurrent: .reject)
+        var outcome = "conflict"
+        try await pollUntil {
+            outcome = await fleet.b.gate.submit(payB, retry).kind
+            return outcome != "conflict"
+        }
+        #expect(outcome == "replayed")
+        #expect(processor.charges.current == 1)
+    }
+
+    /// A payment cancelled at shutdown before it committed gives its record back: a retry on
+    /// the other instance runs it, once.
+    @Test func aPaymentCancelledAtShutdownGivesItsRecordBack() async throws {
+        let processor = CountingProcessor(latency: .seconds(5))
+        let (fleet, payA, payB) = try makeFleet { try PaymentPlugin(processor: processor) }
+        defer { fleet.shutdown() }
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "cancelled", amount: 3)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
+        try await pollUntil { fleet.store.calls == 1 }
+        await fleet.a.gate.shutdown(gracePeriod: .zero)
+        #expect(await first.outcome.kind == "cancelled(shutdown)")
+        // The cancelled charge gives its record back (the store's second call): a retry runs.
+        try await pollUntil { fleet.store.calls >= 2 }
+        let retry = PaymentPlugin.Payment(key: "acct", idem: "cancelled", amount: 3, concurrent: .reject)
+        let ran = await fleet.b.gate.start(fleet.b.gate.request(payB, retry))
+        try await pollUntil { fleet.store.calls >= 3 }
+        await fleet.advance(by: .seconds(5))
+        #expect(await ran.outcome.kind == "ran")
+        #expect(processor.charges.current == 1)
+    }
+
     @Test func aSharedStoreRefusesPoliciesItCannotHold() throws {
         let store = MemoryStore()
         var plugins = PluginRegistry()
