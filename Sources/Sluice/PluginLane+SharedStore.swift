@@ -14,7 +14,7 @@ extension PluginLane {
         _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>
     ) -> GateOutcome<Output>? {
-        let key = StoreKey(plugin: handle.plugin.name, key: request.key)
+        let key = storeKey(request.key)
         let index = self.index
         switch binding.policy {
         case .throttle(let options):
@@ -148,14 +148,10 @@ extension PluginLane {
         let identity = handle.plugin.identity(for: request.input)
         // What this process holds comes first: its own running execution, a result not written
         // yet, or a record it ran alone while the store was down.
-        if let flight = binding.flights[identity.record] {
-            guard flight.fingerprint == identity.fingerprint else { return .mismatch }
-            if (identity.concurrent ?? options.concurrent) == .reject { return .conflict }
-            return join(request, token: token, owner: flight.token, later: later, shard: shard)
-        }
-        if let unwritten = binding.unwritten[identity.record] {
-            guard unwritten.fingerprint == identity.fingerprint else { return .mismatch }
-            return Self.replay(unwritten.result)
+        if let held = heldOutcome(
+            request, token: token, identity: identity, later: later, shard: shard, binding: binding, options: options)
+        {
+            return held
         }
         if hasLocalRecord(identity.record, shard: shard) {
             // Decided here while the store was down: only this process knows it, so it answers
@@ -209,7 +205,7 @@ extension PluginLane {
     ) {
         guard let options = binding.idempotency else { return }
         let index = self.index
-        let key = StoreKey(plugin: handle.plugin.name, key: identity.record)
+        let key = storeKey(identity.record)
         let owner = owner(of: token, shard: shard, binding: binding)
         binding.store.claim(key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, on: shard.loop) {
             [shard] result in
@@ -219,27 +215,27 @@ extension PluginLane {
         }
     }
 
-    /// Answers a request whose record this process holds (running here, or its result not
-    /// written yet) from that, not from the store. Returns whether it did.
-    func answerFromFlight(
-        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, completion: @escaping Completion,
+    /// The answer to a request whose record this process holds (running here, or its result not
+    /// written yet), from that rather than from the store: `nil` when it holds none; otherwise
+    /// the outcome, or `.some(nil)` when the request joined the running execution.
+    func heldOutcome(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: @Sendable () -> Completion,
         shard: GateShard, binding: SharedLaneState<Output>, options: IdempotencyOptions
-    ) -> Bool {
+    ) -> GateOutcome<Output>?? {
         if let flight = binding.flights[identity.record] {
-            if flight.fingerprint != identity.fingerprint {
-                deliver(completion, .mismatch)
-            } else if (identity.concurrent ?? options.concurrent) == .reject {
-                deliver(completion, .conflict)
-            } else if let outcome = join(request, token: token, owner: flight.token, later: { completion }, shard: shard) {
-                deliver(completion, outcome)
-            }
-            return true
+            guard flight.fingerprint == identity.fingerprint else { return .mismatch }
+            if (identity.concurrent ?? options.concurrent) == .reject { return .conflict }
+            return .some(join(request, token: token, owner: flight.token, later: later, shard: shard))
         }
         if let unwritten = binding.unwritten[identity.record] {
-            deliver(completion, unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch)
-            return true
+            return unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch
         }
-        return false
+        return nil
+    }
+
+    /// The store's key of `key` (a key or an idempotency record) for this plugin.
+    func storeKey(_ key: String) -> StoreKey {
+        StoreKey(plugin: handle.plugin.name, key: key)
     }
 
     func claimAnswered(
@@ -247,31 +243,30 @@ extension PluginLane {
         result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, shard: GateShard
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
-        let key = StoreKey(plugin: handle.plugin.name, key: identity.record)
+        let key = storeKey(identity.record)
         let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now) }
-        if case .success(.claimed(let lease)) = result, let flight = binding.flights[identity.record] {
-            // An execution of this record still runs here, but its lease ran out (the store was
-            // unreachable longer than the lease) and this claim took it: the running execution
-            // adopts the new lease, and this request is its duplicate.
-            binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
-            binding.leases[flight.token] = lease
-            binding.lost.remove(flight.token)
-            scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
-        } else if case .success(.claimed(let lease)) = result, binding.unwritten[identity.record] != nil {
-            // Cannot happen (a result waiting for its write keeps its record): give the claim back.
-            releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-        }
-        if case .success(.claimed) = result, binding.flights[identity.record] == nil,
-            binding.unwritten[identity.record] == nil
-        {
-            // Fall through to run it.
-        } else if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
+        if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
             // This process holds the record now (its own claim landed meanwhile): answer from it.
+            if case .success(.claimed(let lease)) = result {
+                if let flight = binding.flights[identity.record] {
+                    // Its execution still runs, but its lease ran out (the store was unreachable
+                    // longer than the lease) and this claim took it: the running execution adopts
+                    // the new lease, and this request is its duplicate.
+                    binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
+                    binding.leases[flight.token] = lease
+                    binding.lost.remove(flight.token)
+                    scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
+                } else {
+                    // Cannot happen (a result waiting for its write keeps its record): give it back.
+                    releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                }
+            }
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
-            _ = answerFromFlight(
-                request, token: token, identity: identity, completion: completion, shard: shard, binding: binding,
+            let held = heldOutcome(
+                request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding,
                 options: options)
+            if let outcome = held ?? nil { deliver(completion, outcome) }
             return
         }
         switch result {
@@ -426,7 +421,7 @@ extension PluginLane {
             fingerprint = flight.fingerprint
             binding.flights[execution.record] = nil
         }
-        let key = StoreKey(plugin: handle.plugin.name, key: execution.record)
+        let key = storeKey(execution.record)
         let bytes: [UInt8]
         switch result {
         case .success(let output):
@@ -476,7 +471,7 @@ extension PluginLane {
         guard let binding = shared, let options = binding.idempotency, let unwritten = binding.unwritten[record] else {
             return
         }
-        let key = StoreKey(plugin: handle.plugin.name, key: record)
+        let key = storeKey(record)
         let index = self.index
         let lease = unwritten.lease
         binding.store.complete(

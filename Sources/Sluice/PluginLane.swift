@@ -382,13 +382,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             result = .failure(error)
         }
         metrics.effectDuration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
-        switch result {
-        case .success(let output):
-            return .ran(output, RunInfo(source: .executed, rateLimit: decision))
-        case .failure(let error):
-            if error is CancellationError { return .cancelled(.byEffect) }
-            return .failed(error, RunInfo(source: .executed, rateLimit: decision))
-        }
+        return outcome(result, reason: nil, source: .executed, rateLimit: decision)
     }
 
     /// Adds a held execution for `request` (token `token`) with its leading waiter, charged to
@@ -574,13 +568,22 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     func outcome(
         _ result: Result<Output, any Error>, reason: CancellationReason?, source: RunInfo.Source, _ execution: Execution
     ) -> GateOutcome<Output> {
+        outcome(result, reason: reason, source: source, rateLimit: execution.rateLimit)
+    }
+
+    /// The outcome an effect's result gives: what it returned or threw, or how it was cancelled.
+    @inlinable
+    func outcome(
+        _ result: Result<Output, any Error>, reason: CancellationReason?, source: RunInfo.Source,
+        rateLimit: RateLimitDecision?
+    ) -> GateOutcome<Output> {
         switch result {
         case .success(let output):
-            return .ran(output, RunInfo(source: source, rateLimit: execution.rateLimit))
+            return .ran(output, RunInfo(source: source, rateLimit: rateLimit))
         case .failure(let error):
             if let reason { return .cancelled(reason) }
             if error is CancellationError { return .cancelled(.byEffect) }
-            return .failed(error, RunInfo(source: source, rateLimit: execution.rateLimit))
+            return .failed(error, RunInfo(source: source, rateLimit: rateLimit))
         }
     }
 
