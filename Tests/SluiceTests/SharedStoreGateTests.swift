@@ -223,12 +223,16 @@ import Testing
         #expect(processor.charges.current == 1)
     }
 
-    /// A processor that commits whatever happens: a cancellation ends its wait, not its charge.
+    /// A processor that waits until it is cancelled, then commits anyway: a cancellation ends
+    /// its wait, not its charge. It reads no clock.
     final class CommittingProcessor: PaymentProcessor {
         let charges = PluginCounter("committed_charges")
 
         func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome {
-            try? await context.sleep(for: .seconds(5))
+            // A stream nothing feeds or finishes: iterating it ends when the task is cancelled.
+            let (stream, continuation) = AsyncStream<Never>.makeStream()
+            for await _ in stream {}
+            continuation.finish()
             charges.increment()
             return .charged("ch_\(payment.idem)")
         }
