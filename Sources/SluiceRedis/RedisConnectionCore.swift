@@ -6,6 +6,14 @@ import SluiceCore
 import SluiceLibevent
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The loop-confined engine behind a ``RedisConnection``: one hiredis async context at a time,
 /// the calls waiting for replies, the timers, reconnection and health reporting.
 ///
@@ -306,6 +314,10 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
         let reason: String
         if let ac = redisAsyncConnect(endpoint.host, Int32(endpoint.port)) {
             if ac.pointee.err == 0, sluice_redis_libevent_attach(ac, loop.base) == REDIS_OK {
+                // hiredis opens its socket without close-on-exec: a child process the embedding
+                // server spawns must not inherit it (and keep it registered with the loop's
+                // epoll set after this process closes it).
+                _ = fcntl(ac.pointee.c.fd, F_SETFD, FD_CLOEXEC)
                 ac.pointee.data = Unmanaged.passRetained(self).toOpaque()
                 redisAsyncSetConnectCallback(ac, redisConnectCallback)
                 redisAsyncSetDisconnectCallback(ac, redisDisconnectCallback)
