@@ -226,7 +226,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SluiceLibeventTests",
-            dependencies: ["SluiceLibevent", "SluiceCore", "SluiceTestSupport"]
+            dependencies: [
+                "SluiceLibevent", "SluiceCore", "SluiceTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
         .testTarget(
             name: "SluiceTests",

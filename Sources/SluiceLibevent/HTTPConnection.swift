@@ -33,9 +33,8 @@ public final class HTTPConnection: @unchecked Sendable {
     enum Phase {
         /// Between requests: the next byte starts a head.
         case idle
-        /// Reading a head: its bytes so far, the length of the current line (CR not counted),
-        /// and whether a non-empty line has been seen.
-        case head(bytes: Int, lineLength: Int, sawLine: Bool)
+        /// Reading a head (``headScanner`` follows it).
+        case head
         /// The head is complete; `evhttp` reads the body.
         case body
         /// The request was handed over and is not answered yet.
@@ -55,6 +54,10 @@ public final class HTTPConnection: @unchecked Sendable {
     private weak var listener: HTTPListener?
     /// The server's caps and timeouts.
     private let configuration: HTTPConfiguration
+    /// The configuration's head and body timeouts in nanoseconds, converted once (they are
+    /// armed for every request).
+    private let headTimeout: Int64
+    private let bodyTimeout: Int64
     var handler: (any HTTPConnectionHandler)?
     private var phase = Phase.idle
     /// When the current head or body must be complete, if it is being read.
@@ -71,17 +74,20 @@ public final class HTTPConnection: @unchecked Sendable {
     private var pipelinedHeadTooLarge = false
     /// The head being scanned was already buffered when the request before it was answered.
     private var scanningPipelined = false
-    /// The first bytes of the line being scanned (lower-cased), to read `Content-Length`.
-    /// Touched for every byte of a head: it skips the runtime's dynamic exclusivity checks, as
-    /// the connection lives on its loop's thread and no access to it overlaps another.
-    @exclusivity(unchecked) private var linePrefix: [UInt8] = []
-    private var announcedBodyTooLarge = false
+    /// Reads the head being received. Touched for every chunk of a head: it skips the runtime's
+    /// dynamic exclusivity checks, as the connection lives on its loop's thread and no access
+    /// to it overlaps another.
+    @exclusivity(unchecked) private var headScanner: HTTPHeadScanner
 
     init(loop: EventLoop, id: UInt64, listener: HTTPListener, bufferevent: OpaquePointer, evhttpConnection: OpaquePointer) {
         self.loop = loop
         self.id = id
         self.listener = listener
         self.configuration = listener.configuration
+        self.headTimeout = listener.configuration.headTimeout.nanosecondsClamped
+        self.bodyTimeout = listener.configuration.bodyTimeout.nanosecondsClamped
+        self.headScanner = HTTPHeadScanner(
+            maximumHeadBytes: listener.configuration.maximumHeadBytes, maximumBodyBytes: listener.configuration.maximumBodyBytes)
         self.bufferevent = bufferevent
         self.evhttpConnection = evhttpConnection
         var address: UnsafeMutablePointer<CChar>?
@@ -193,11 +199,10 @@ public final class HTTPConnection: @unchecked Sendable {
         guard added > 0 else { return }
         switch phase {
         case .idle:
-            phase = .head(bytes: 0, lineLength: 0, sawLine: false)
+            phase = .head
             scanningPipelined = pipelined
-            linePrefix.removeAll(keepingCapacity: true)
-            announcedBodyTooLarge = false
-            arm(after: configuration.headTimeout)
+            headScanner.reset()
+            arm(after: headTimeout)
             scanHead(buffer, added: added)
         case .head:
             scanHead(buffer, added: added)
@@ -209,85 +214,51 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Scans the `added` bytes at the end of `buffer` for the blank line that ends a head,
     /// counting the head's bytes.
     private func scanHead(_ buffer: OpaquePointer, added: Int) {
-        guard case .head(var bytes, var lineLength, var sawLine) = phase else { return }
+        guard case .head = phase else { return }
         let limit = configuration.maximumHeadBytes
         let total = evbuffer_get_length(buffer)
         var start = evbuffer_ptr()
         guard evbuffer_ptr_set(buffer, &start, total - added, EVBUFFER_PTR_SET) == 0 else { return }
-        var ended = false
         // The new bytes, a few chunks at a time, without allocating.
         var remaining = added
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vectors in
-            while remaining > 0, !ended, bytes <= limit {
+            while remaining > 0, headScanner.verdict == .incomplete {
                 let filled = min(Int(evbuffer_peek(buffer, remaining, &start, vectors.baseAddress, 8)), 8)
                 guard filled > 0 else { return }
-                scan: for vector in vectors.prefix(filled) {
+                for vector in vectors.prefix(filled) {
                     guard let base = vector.iov_base else { continue }
                     let chunk = UnsafeRawBufferPointer(start: base, count: min(vector.iov_len, remaining))
                     remaining -= chunk.count
-                    for byte in chunk {
-                        bytes += 1
-                        if byte == 0x0A {
-                            if lineLength == 0 && sawLine {
-                                ended = true
-                                break scan
-                            }
-                            sawLine = sawLine || lineLength > 0
-                            lineLength = 0
-                            lineEnded()
-                        } else if byte != 0x0D {
-                            lineLength += 1
-                            if linePrefix.count < 48 { linePrefix.append(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0)) }
-                        }
-                        if bytes > limit { break scan }
-                    }
+                    if headScanner.scan(chunk) != .incomplete { break }
                 }
-                if remaining > 0, !ended, bytes <= limit {
+                if remaining > 0, headScanner.verdict == .incomplete {
                     // More chunks than one peek returns: move past what was scanned.
                     guard evbuffer_ptr_set(buffer, &start, total - remaining, EVBUFFER_PTR_SET) == 0 else { return }
                 }
             }
         }
-        if bytes > limit, scanningPipelined {
+        let verdict = headScanner.verdict
+        if verdict == .tooLarge, scanningPipelined {
             // The answer before it may not be written yet: refuse it in turn.
             pipelinedHeadTooLarge = true
             phase = .body
             watchInput(false)
-        } else if bytes > limit {
+        } else if verdict == .tooLarge {
             refuse(status: 431, reason: "Request Header Fields Too Large", slug: "header-fields-too-large",
                    detail: "the request head is larger than \(limit) bytes")
-        } else if ended, announcedBodyTooLarge, !scanningPipelined {
+        } else if verdict == .ended, headScanner.announcedBodyTooLarge, !scanningPipelined {
             let maximum = configuration.maximumBodyBytes
             refuse(status: 413, reason: "Content Too Large", slug: "body-too-large",
                    detail: "the request body is larger than \(maximum) bytes")
-        } else if ended {
+        } else if verdict == .ended {
             phase = .body
             watchInput(false)
-            arm(after: configuration.bodyTimeout)
-        } else {
-            phase = .head(bytes: bytes, lineLength: lineLength, sawLine: sawLine)
+            arm(after: bodyTimeout)
         }
     }
 
-    /// A head line ended: a `Content-Length` over the body limit is noted (refused once the
-    /// head is complete, before `evhttp` would answer it with its own page).
-    /// `content-length:`, as the lower-cased line prefix shows it.
-    private static let contentLengthName = Array("content-length:".utf8)
-
-    private func lineEnded() {
-        defer { linePrefix.removeAll(keepingCapacity: true) }
-        let name = Self.contentLengthName
-        guard linePrefix.count > name.count, linePrefix.starts(with: name) else { return }
-        let digits = linePrefix[name.count...].drop { $0 == 0x20 || $0 == 0x09 }.prefix { $0 >= 0x30 && $0 <= 0x39 }
-        let maximum = configuration.maximumBodyBytes
-        // More than 18 digits is over any limit.
-        if digits.count > 18 || (Int(String(decoding: digits, as: UTF8.self)) ?? 0) > maximum {
-            announcedBodyTooLarge = true
-        }
-    }
-
-    private func arm(after delay: Duration) {
-        let deadline = loop.now + delay
+    private func arm(after delay: Int64) {
+        let deadline = Instant(nanoseconds: loop.now.nanoseconds &+ delay)
         deadlineAt = deadline
         if let armed = deadlineTimer, armed.deadline <= deadline { return }
         armTimer(at: deadline)
@@ -295,8 +266,11 @@ public final class HTTPConnection: @unchecked Sendable {
 
     private func armTimer(at deadline: Instant) {
         deadlineTimer?.cancel()
-        deadlineTimer = loop.schedule(at: deadline) { [weak self] in
-            self?.timerFired()
+        // A strong capture: a weak one would give the connection a side table, and every
+        // retain and release of it (several per request) would take the runtime's slow path.
+        // No cycle outlives the connection: `closed()` cancels the timer, which drops this body.
+        deadlineTimer = loop.schedule(at: deadline) { [self] in
+            timerFired()
         }
     }
 
