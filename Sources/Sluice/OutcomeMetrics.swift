@@ -13,7 +13,7 @@ final class OutcomeMetrics: Sendable {
         "conflict", "busy", "shutting_down", "unavailable",
     ]
 
-    private let counters: [Counter]
+    @usableFromInline let counters: [Counter]
     /// How long effects ran.
     @usableFromInline let effectDuration: Timer
 
@@ -25,13 +25,14 @@ final class OutcomeMetrics: Sendable {
             label: "sluice_effect_duration_seconds", dimensions: [("plugin", plugin)], preferredDisplayUnit: .seconds)
     }
 
-    /// Counts one outcome.
-    @usableFromInline
+    /// Counts one outcome. Inlinable, so that it is specialized for the plugin's output where
+    /// the lane is (a generic call pays for the outcome's metadata and value witnesses).
+    @inlinable
     func count<Output>(_ outcome: GateOutcome<Output>) {
         counters[Self.index(of: outcome)].increment()
     }
 
-    @usableFromInline
+    @inlinable
     static func index<Output>(of outcome: GateOutcome<Output>) -> Int {
         switch outcome {
         case .ran(_, let info), .failed(_, let info):

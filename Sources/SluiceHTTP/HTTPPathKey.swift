@@ -7,6 +7,11 @@ public enum HTTPPathKey {
     /// The key in a path segment: percent-decoded, then 1–128 bytes of visible ASCII
     /// (0x21–0x7E), as a line-protocol key; otherwise a 400 problem `bad-key`.
     public static func decode(_ segment: Substring) throws(HTTPProblem) -> String {
+        // Most keys have no escape: taken as they are, without a decoded copy.
+        let utf8 = segment.utf8
+        if (1...maximumLength).contains(utf8.count), utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "%") }) {
+            return String(segment)
+        }
         guard let decoded = percentDecoded(segment, plusIsSpace: false),
             (1...maximumLength).contains(decoded.count),
             decoded.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E })

@@ -121,14 +121,22 @@ public final class HTTPServerRequest: @unchecked Sendable {
         guard let request else { return }
         self.request = nil
         let headers = evhttp_request_get_output_headers(request)
-        writeFields { name, value in _ = evhttp_add_header(headers, name, value) }
+        // `withCString` reads a native string in place, or copies a small one to the stack; the
+        // implicit `String` to pointer conversion allocates an array for a small string.
+        writeFields { name, value in
+            name.withCString { name in
+                value.withCString { value in _ = evhttp_add_header(headers, name, value) }
+            }
+        }
         if closeConnection { _ = evhttp_add_header(headers, "Connection", "close") }
         // The answer to HEAD has no body: evhttp would write one, and a keep-alive client would
         // read it as the start of the next answer.
-        if method != "HEAD", body.count > 0, let output = evhttp_request_get_output_buffer(request), let base = body.baseAddress {
+        if body.count > 0, evhttp_request_get_command(request) != EVHTTP_REQ_HEAD,
+            let output = evhttp_request_get_output_buffer(request), let base = body.baseAddress
+        {
             evbuffer_add(output, base, body.count)
         }
-        evhttp_send_reply(request, Int32(status), reason, nil)
+        reason.withCString { evhttp_send_reply(request, Int32(status), $0, nil) }
         connection.answered(self)
     }
 
