@@ -124,6 +124,9 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (least recently used keys are evicted).")
     var tapTableMebibytes = 64
 
+    @Option(name: .customLong("tap-tally-mib"), help: "TAP: memory budget of the per-key tap counts, in MiB (when full, the least recently counted key restarts from zero).")
+    var tapTallyMebibytes = 32
+
     @Option(name: .customLong("pay-table-mib"), help: "PAY: memory budget of the idempotency table, in MiB (when full, new payments get ERR busy).")
     var payTableMebibytes = 256
 
@@ -186,7 +189,7 @@ struct SluiceEcho: AsyncParsableCommand {
         for (name, value) in [
             ("--tap-table-mib", tapTableMebibytes), ("--pay-table-mib", payTableMebibytes),
             ("--search-table-mib", searchTableMebibytes), ("--limit-table-mib", limitTableMebibytes),
-            ("--page-table-mib", pageTableMebibytes),
+            ("--page-table-mib", pageTableMebibytes), ("--tap-tally-mib", tapTallyMebibytes),
         ] {
             try require(value >= 1, "\(name) must be at least 1 (got \(value))")
         }
@@ -237,7 +240,7 @@ struct SluiceEcho: AsyncParsableCommand {
         var routes = HTTPRoutes()
         let tap = try plugins.register(
             ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
-            budget: .bytes(tapTableMebibytes << 20), store: store)
+            budget: .bytes(tapTableMebibytes << 20), tallyBudget: .bytes(tapTallyMebibytes << 20), store: store)
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
         try routes.register(TapHTTPCodec(tap.plugin), for: tap)
         let pay = try plugins.register(
