@@ -58,16 +58,18 @@ public struct KeyTableStats: Hashable, Sendable {
 /// A hash table from full keys to small per-key states, with a fixed capacity, an intrusive
 /// least-recently-used list and lazy plus incremental expiry.
 ///
-/// Layout (struct of arrays, all indices `Int32`): `keys`, `values`, a 32-bit hash per entry and
-/// LRU links (`prev`, `next`) live in dense arrays reserved at full capacity up front (pages are only
-/// touched as entries are added); an open-addressing index of `Int32` slots with linear probing is
-/// allocated at full size up front (a power of two, at least twice the capacity), so it is at most
-/// half full and the table never rehashes — no pause on the loop thread, no freed old index left
-/// behind in the heap. Removal moves the last entry into the hole, so the arrays stay dense. Per
-/// entry this costs
-/// `stride(Key) + stride(Value) + 4 (hash) + 8 (links) + 8…16 (index slots)` bytes:
-/// 68 bytes for `String` keys of ≤ 15 UTF-8 bytes and a ``ThrottleState``. Keys are compared in
-/// full; the hash only chooses the slot.
+/// Layout (all indices `Int32`): each entry — its key, its value, a 32-bit hash and its LRU links
+/// (`prev`, `next`) — lives in one dense array reserved at full capacity up front (pages are only
+/// touched as entries are added), so that finding and touching a key reads one entry's bytes
+/// together rather than one cache line in each of several arrays; an open-addressing index of
+/// `Int32` slots with linear probing is allocated at full size up front (a power of two, at least
+/// twice the capacity), so it is at most half full and the table never rehashes — no pause on the
+/// loop thread, no freed old index left behind in the heap. Removal moves the last entry into the
+/// hole, so the array stays dense. Per entry this costs
+/// `stride(Entry) + 8…16 (index slots)` bytes, where an entry is the key, the value, 4 bytes of
+/// hash and 8 of links, laid out with the alignment's padding: 56 to 64 bytes for `String` keys
+/// of ≤ 15 UTF-8 bytes and a ``ThrottleState`` (an entry of 48). Keys are compared in full; the
+/// hash only chooses the slot.
 ///
 /// When the table is full, inserting a key first drops the least recently used entry if it is idle;
 /// otherwise it evicts it (``WhenFull/evictLeastRecentlyUsed``, for throttle and rate tables) or, after
@@ -104,19 +106,26 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         }
     }
 
-    @usableFromInline struct Links: Sendable {
+    /// One key with its state, its hash and its links in the recency list.
+    @usableFromInline struct Entry {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var hash: UInt32
+        /// The next more recently used entry, or -1.
         @usableFromInline var prev: Int32
+        /// The next less recently used entry, or -1.
         @usableFromInline var next: Int32
-        @inlinable init(prev: Int32, next: Int32) {
-            self.prev = prev
-            self.next = next
+
+        @inlinable init(key: Key, value: Value, hash: UInt32) {
+            self.key = key
+            self.value = value
+            self.hash = hash
+            self.prev = -1
+            self.next = -1
         }
     }
 
-    @usableFromInline var keys: ContiguousArray<Key>
-    @usableFromInline var values: ContiguousArray<Value>
-    @usableFromInline var hashes: ContiguousArray<UInt32>
-    @usableFromInline var links: ContiguousArray<Links>
+    @usableFromInline var entries: ContiguousArray<Entry>
     @usableFromInline var slots: ContiguousArray<Int32>
     @usableFromInline var mask: Int
     /// Most recently used entry, or -1.
@@ -148,7 +157,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// The bytes the table holds now: the index, its entries, its keys' heap bytes and the side
     /// state charged to it.
     public var bytesUsed: Int {
-        indexByteCount + keys.count * entryBytes + keyHeapBytes + chargedBytes
+        indexByteCount + entries.count * entryBytes + keyHeapBytes + chargedBytes
     }
 
     /// The heap bytes `key` owns outside the table (0 for keys stored inline).
@@ -167,15 +176,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Estimated bytes per entry at full capacity with the smallest index (twice the capacity);
     /// see the type's documentation.
     public static var estimatedBytesPerEntry: Int {
-        MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + 8
+        MemoryLayout<Entry>.stride + 8
     }
 
     /// Estimated bytes of a table of `capacity` entries once full: the entries plus the index (which
     /// is allocated, and touched, when the table is created). Heap storage owned by keys (long
     /// strings) is not included.
     public static func estimatedBytes(capacity: Int) -> Int {
-        capacity * (MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride)
-            + indexBytes(capacity: capacity)
+        capacity * MemoryLayout<Entry>.stride + indexBytes(capacity: capacity)
     }
 
     /// The largest capacity whose estimated bytes (entries at full capacity plus the index) fit the
@@ -183,8 +191,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public static func capacity(for budget: MemoryBudget) -> Int {
         var capacity = Swift.min(budget.entries ?? maximumCapacity, maximumCapacity)
         if let bytes = budget.bytes {
-            let perEntry = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4
-                + MemoryLayout<Links>.stride + budget.extraBytesPerKey
+            let perEntry = MemoryLayout<Entry>.stride + budget.extraBytesPerKey
             // Largest c with c × perEntry + peak index bytes ≤ bytes.
             var low = 0
             var high = Swift.min(capacity, bytes / Swift.max(1, perEntry))
@@ -227,16 +234,10 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         self.capacity = capacity
         self.whenFull = whenFull
         self.byteLimit = byteLimit
-        self.entryBytes = MemoryLayout<Key>.stride + MemoryLayout<Value>.stride + 4 + MemoryLayout<Links>.stride + extraBytesPerKey
+        self.entryBytes = MemoryLayout<Entry>.stride + extraBytesPerKey
         self.indexByteCount = Self.indexBytes(capacity: capacity)
-        keys = []
-        values = []
-        hashes = []
-        links = []
-        keys.reserveCapacity(capacity)
-        values.reserveCapacity(capacity)
-        hashes.reserveCapacity(capacity)
-        links.reserveCapacity(capacity)
+        entries = []
+        entries.reserveCapacity(capacity)
         let slotCount = Self.slotCount(for: capacity)
         slots = ContiguousArray(repeating: -1, count: slotCount)
         mask = slotCount - 1
@@ -262,11 +263,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     /// The number of keys held (idle ones included until they are dropped).
     @inlinable
-    public var count: Int { keys.count }
+    public var count: Int { entries.count }
 
     /// Whether the table holds no key.
     @inlinable
-    public var isEmpty: Bool { keys.isEmpty }
+    public var isEmpty: Bool { entries.isEmpty }
 
     @inlinable
     static func hash(_ key: Key) -> UInt32 {
@@ -277,12 +278,12 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @inlinable
     func probe(_ key: Key, hash: UInt32) -> (position: Int, entry: Int32) {
         slots.withUnsafeBufferPointer { slots in
-            hashes.withUnsafeBufferPointer { hashes in
+            entries.withUnsafeBufferPointer { entries in
                 var position = Int(hash) & mask
                 while true {
                     let entry = slots[position]
                     if entry < 0 { return (position, -1) }
-                    if hashes[Int(entry)] == hash && keys[Int(entry)] == key { return (position, entry) }
+                    if entries[Int(entry)].hash == hash && entries[Int(entry)].key == key { return (position, entry) }
                     position = (position &+ 1) & mask
                 }
             }
@@ -299,14 +300,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// The state at `index`.
     @inlinable
     public subscript(index: Index) -> Value {
-        get { values[Int(index.raw)] }
-        _modify { yield &values[Int(index.raw)] }
+        get { entries[Int(index.raw)].value }
+        _modify { yield &entries[Int(index.raw)].value }
     }
 
     /// The key at `index`.
     @inlinable
     public func key(at index: Index) -> Key {
-        keys[Int(index.raw)]
+        entries[Int(index.raw)].key
     }
 
     /// Marks the entry as most recently used.
@@ -320,15 +321,17 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     @inlinable
     mutating func unlink(_ entry: Int32) {
-        let link = links[Int(entry)]
-        if link.prev >= 0 { links[Int(link.prev)].next = link.next } else { head = link.next }
-        if link.next >= 0 { links[Int(link.next)].prev = link.prev } else { tail = link.prev }
+        let prev = entries[Int(entry)].prev
+        let next = entries[Int(entry)].next
+        if prev >= 0 { entries[Int(prev)].next = next } else { head = next }
+        if next >= 0 { entries[Int(next)].prev = prev } else { tail = prev }
     }
 
     @inlinable
     mutating func pushFront(_ entry: Int32) {
-        links[Int(entry)] = Links(prev: -1, next: head)
-        if head >= 0 { links[Int(head)].prev = entry } else { tail = entry }
+        entries[Int(entry)].prev = -1
+        entries[Int(entry)].next = head
+        if head >= 0 { entries[Int(head)].prev = entry } else { tail = entry }
         head = entry
     }
 
@@ -349,8 +352,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         if entry >= 0 {
             let index = Index(entry)
             touch(index)
-            if values[Int(entry)].isIdle(at: now) {
-                values[Int(entry)] = fresh()
+            if entries[Int(entry)].value.isIdle(at: now) {
+                entries[Int(entry)].value = fresh()
                 counters.expired &+= 1
             }
             return Insertion(index: index, evicted: [])
@@ -407,11 +410,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             position = probe(key, hash: hash).position
         }
         keyHeapBytes += heapBytes
-        let entry = Int32(keys.count)
-        keys.append(key)
-        values.append(value)
-        hashes.append(hash)
-        links.append(Links(prev: -1, next: -1))
+        let entry = Int32(entries.count)
+        entries.append(Entry(key: key, value: value, hash: hash))
         slots[position] = entry
         pushFront(entry)
         counters.inserted &+= 1
@@ -422,7 +422,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// key's); returns whether it did.
     @inlinable
     mutating func removeIdleTail(now: Instant) -> Bool {
-        guard tail >= 0, values[Int(tail)].isIdle(at: now) else { return false }
+        guard tail >= 0, entries[Int(tail)].value.isIdle(at: now) else { return false }
         _ = remove(entry: tail)
         counters.expired &+= 1
         return true
@@ -434,7 +434,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Slot position holding `entry`.
     @inlinable
     func position(ofEntry entry: Int32) -> Int {
-        var position = Int(hashes[Int(entry)]) & mask
+        var position = Int(entries[Int(entry)].hash) & mask
         while slots[position] != entry { position = (position + 1) & mask }
         return position
     }
@@ -461,7 +461,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         slots[hole] = -1
         var next = (hole + 1) & mask
         while slots[next] >= 0 {
-            let home = Int(hashes[Int(slots[next])]) & mask
+            let home = Int(entries[Int(slots[next])].hash) & mask
             // Move slots[next] into the hole unless its home lies cyclically in (hole, next].
             let inRange = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
             if !inRange {
@@ -474,20 +474,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         // 2. Unlink from the LRU list.
         unlink(entry)
         // 3. Move the last entry into the hole so the arrays stay dense.
-        let last = Int32(keys.count - 1)
+        let last = Int32(entries.count - 1)
         if entry != last {
             slots[position(ofEntry: last)] = entry
-            let moved = links[Int(last)]
-            if moved.prev >= 0 { links[Int(moved.prev)].next = entry } else { head = entry }
-            if moved.next >= 0 { links[Int(moved.next)].prev = entry } else { tail = entry }
-            keys.swapAt(Int(entry), Int(last))
-            values.swapAt(Int(entry), Int(last))
-            hashes.swapAt(Int(entry), Int(last))
-            links.swapAt(Int(entry), Int(last))
+            let moved = entries[Int(last)]
+            if moved.prev >= 0 { entries[Int(moved.prev)].next = entry } else { head = entry }
+            if moved.next >= 0 { entries[Int(moved.next)].prev = entry } else { tail = entry }
+            entries.swapAt(Int(entry), Int(last))
         }
-        hashes.removeLast()
-        links.removeLast()
-        let removed = (keys.removeLast(), values.removeLast())
+        let taken = entries.removeLast()
+        let removed = (taken.key, taken.value)
         keyHeapBytes -= Self.heapBytes(of: removed.0)
         return removed
     }
@@ -495,7 +491,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Whether one more entry whose key owns `keyBytes` heap bytes fits.
     @inlinable
     func hasRoom(forKeyBytes keyBytes: Int) -> Bool {
-        guard keys.count < capacity else { return false }
+        guard entries.count < capacity else { return false }
         guard let byteLimit else { return true }
         return bytesUsed + entryBytes + keyBytes <= byteLimit
     }
@@ -558,9 +554,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         var examined = 0
         var removed = 0
-        while examined < maxEntries, !keys.isEmpty {
-            if sweepCursor >= keys.count { sweepCursor = 0 }
-            if values[sweepCursor].isIdle(at: now) {
+        while examined < maxEntries, !entries.isEmpty {
+            if sweepCursor >= entries.count { sweepCursor = 0 }
+            if entries[sweepCursor].value.isIdle(at: now) {
                 _ = remove(entry: Int32(sweepCursor))
                 removed += 1
                 counters.expired &+= 1
@@ -588,7 +584,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         insertedAtLastSweep = counters.inserted
         let doubled = arrivals.multipliedReportingOverflow(by: 2)
         // No more than one pass over the table: examining an entry twice finds nothing new.
-        let budget = Swift.min(keys.count, Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue))
+        let budget = Swift.min(entries.count, Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue))
         var examined = 0
         var removed = 0
         while examined < budget, removeIdleTail(now: now) {
@@ -601,15 +597,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Keys from most to least recently used (for tests and diagnostics).
     public var keysByRecency: [Key] {
         var result: [Key] = []
-        result.reserveCapacity(keys.count)
+        result.reserveCapacity(entries.count)
         var entry = head
         while entry >= 0 {
-            result.append(keys[Int(entry)])
-            entry = links[Int(entry)].next
+            result.append(entries[Int(entry)].key)
+            entry = entries[Int(entry)].next
         }
         return result
     }
 }
 
 extension KeyTable: Sendable where Key: Sendable, Value: Sendable {}
+extension KeyTable.Entry: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyTable.Insertion: Sendable where Key: Sendable, Value: Sendable {}

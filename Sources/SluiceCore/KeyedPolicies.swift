@@ -142,7 +142,7 @@ extension KeyTable where Value == TallyState {
     @inlinable
     public mutating func incrementCount(of key: Key, by amount: Int, now: Instant) -> Int {
         guard let slot = try? lookup(key, now: now, orInsert: TallyState()) else { return 0 }
-        values[Int(slot.index.raw)].count &+= amount
-        return values[Int(slot.index.raw)].count
+        self[slot.index].count &+= amount
+        return self[slot.index].count
     }
 }
