@@ -10,10 +10,15 @@ public struct GateOptions: Sendable, Hashable {
     /// any arrival rate.
     public var sweepBatch: Int
 
-    /// The defaults: a 5 s grace period, a sweep of 256 entries per table every 250 ms.
+    /// The defaults: a 5 s grace period, a sweep of 256 entries per table every 50 ms.
+    ///
+    /// A sweep runs on the loop between requests and examines twice the keys that arrived since
+    /// the last one, so its interval sets the pause it makes: at 30,000 new keys a second, a
+    /// sweep every 250 ms drops some 7,500 keys at once (a few milliseconds that the requests
+    /// arriving meanwhile wait out, seen in the p99), one every 50 ms about 1,500.
     public init(
         shutdownGracePeriod: Duration = .seconds(5),
-        sweepInterval: Duration = .milliseconds(250),
+        sweepInterval: Duration = .milliseconds(50),
         sweepBatch: Int = 256
     ) {
         self.shutdownGracePeriod = shutdownGracePeriod
