@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # HTTP comparison: POST /tap/<key> on sluice-echo's HTTP front (--loops 1), the plain C evhttp
-# server (evhttp-tap) and the Hummingbird 2 server (hummingbird-tap --threads 1), driven one
+# server (evhttp-tap; again with --changelist, on an event base configured like sluice-echo's)
+# and the Hummingbird 2 server (hummingbird-tap --threads 1), driven one
 # after the other by the same wrk load for the same time.
 #
 #   Examples/Benchmarks/http-compare.sh [--seconds 10] [--rounds 3] [--warmup 2]
@@ -133,7 +134,7 @@ start() { # label port-to-load shown-command command...
     fi
 }
 
-labels=(sluice-echo evhttp-tap hummingbird-tap hummingbird-tap-on-loop)
+labels=(sluice-echo evhttp-tap evhttp-tap-changelist hummingbird-tap hummingbird-tap-on-loop)
 
 if [[ ! -x "$sluice_bin" ]]; then
     note[sluice-echo]="skipped, \`$sluice_bin\` is not built"
@@ -148,8 +149,12 @@ fi
 if [[ -x "$c_bin" ]]; then
     p="$(free_port)"
     start evhttp-tap "$p" "evhttp-tap --port <port> --window-ms $window_ms" "$c_bin" --port "$p" --window-ms "$window_ms"
+    p="$(free_port)"
+    start evhttp-tap-changelist "$p" "evhttp-tap --port <port> --window-ms $window_ms --changelist" \
+        "$c_bin" --port "$p" --window-ms "$window_ms" --changelist
 else
     note[evhttp-tap]="skipped, \`$c_bin\` is not built: Examples/Baselines/build.sh builds it"
+    note[evhttp-tap-changelist]="${note[evhttp-tap]}"
 fi
 if [[ -x "$hb_bin" ]]; then
     p="$(free_port)"
@@ -253,7 +258,7 @@ lower_p99() { # label -> yes/no/n/a: is sluice-echo's p99 lower than that server
     fi
 }
 
-echo "Each server is a fresh process with one event-loop thread, started once and warmed up for ${warmup}s (not counted); then the servers take turns, $rounds round(s) of \`$wrk_shown\`. Every request is \`POST /tap/k<0..99999>\` with an empty body; a key tapped again less than $window_ms ms after its last run gets 429. req/s over all rounds; p50 and p99 are the medians of the rounds' figures; server CPU = utime + stime from \`/proc/<pid>/stat\` over the measured runs, per request and as a share of one core; other CPU = the machine's busy time (\`/proc/stat\`) less the server's and wrk's, as a share of one core: the kernel's loopback work, and whatever else ran (a high figure marks a disturbed run). Errors = statuses other than 200 and 429, plus socket errors. hummingbird-tap runs its handlers as tasks on Swift Concurrency's global executor, threads besides its loop (hence a share over 100%); hummingbird-tap-on-loop (\`--handlers-on-loops\`) runs them on its one loop thread."
+echo "Each server is a fresh process with one event-loop thread, started once and warmed up for ${warmup}s (not counted); then the servers take turns, $rounds round(s) of \`$wrk_shown\`. Every request is \`POST /tap/k<0..99999>\` with an empty body; a key tapped again less than $window_ms ms after its last run gets 429. req/s over all rounds; p50 and p99 are the medians of the rounds' figures; server CPU = utime + stime from \`/proc/<pid>/stat\` over the measured runs, per request and as a share of one core; other CPU = the machine's busy time (\`/proc/stat\`) less the server's and wrk's, as a share of one core: the kernel's loopback work, and whatever else ran (a high figure marks a disturbed run). Errors = statuses other than 200 and 429, plus socket errors. hummingbird-tap runs its handlers as tasks on Swift Concurrency's global executor, threads besides its loop (hence a share over 100%); hummingbird-tap-on-loop (\`--handlers-on-loops\`) runs them on its one loop thread. sluice-echo's loops batch their epoll changes (libevent's changelist, \`EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST\`); evhttp-tap runs on libevent's default base, as a plain server does, and evhttp-tap-changelist (\`--changelist\`) is the same C server on a base like sluice-echo's."
 echo
 echo "| server | req/s | p50 µs | p99 µs | server CPU µs/req | server CPU | other CPU | 200 | 429 | errors | command |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
@@ -266,7 +271,8 @@ for label in "${labels[@]}"; do
 done
 echo
 echo "Throughput sluice/C: $(ratio "${rps[sluice-echo]:-0}" "${rps[evhttp-tap]:-0}") (target ≥ 0.85) · sluice/Hummingbird: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap]:-0}") (target ≥ 1.0, with a lower p99: $(lower_p99 hummingbird-tap)) · sluice/Hummingbird with its handlers on the loop: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap-on-loop]:-0}") (lower p99: $(lower_p99 hummingbird-tap-on-loop))."
-echo "Server CPU per request, sluice/C: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[evhttp-tap]:-0}") · sluice/Hummingbird: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[hummingbird-tap]:-0}")."
+echo "Against the C server on a base like sluice-echo's (epoll changelist): throughput $(ratio "${rps[sluice-echo]:-0}" "${rps[evhttp-tap-changelist]:-0}"), p99 lower: $(lower_p99 evhttp-tap-changelist)."
+echo "Server CPU per request, sluice/C: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[evhttp-tap]:-0}") · sluice/C with the changelist: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[evhttp-tap-changelist]:-0}") · sluice/Hummingbird: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[hummingbird-tap]:-0}")."
 if [[ -z "${rps[sluice-echo]:-}" ]]; then
     echo
     echo "No ratio without sluice-echo (${note[sluice-echo]:-no result, see the log})."

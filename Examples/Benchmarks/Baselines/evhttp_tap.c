@@ -23,7 +23,11 @@
  * again in whole seconds, rounded up, at least 1. The key is the rest of the path after /tap/,
  * percent-decoded. The bytes are sluice-echo's: the same fields, bodies and problem details.
  *
- *   evhttp-tap [--host 127.0.0.1] [--port 8081] [--window-ms 1000]
+ * --changelist creates the event base with EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, as sluice-echo's
+ * loops are: libevent then batches epoll changes per loop iteration (evhttp stops and resumes
+ * reading around every request). Without it the base is libevent's default, as a plain server's.
+ *
+ *   evhttp-tap [--host 127.0.0.1] [--port 8081] [--window-ms 1000] [--changelist]
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -292,13 +296,14 @@ static void on_signal(evutil_socket_t signal, short what, void *ctx) {
 }
 
 static void usage(const char *name) {
-    fprintf(stderr, "usage: %s [--host ADDRESS] [--port PORT] [--window-ms MILLISECONDS]\n", name);
+    fprintf(stderr, "usage: %s [--host ADDRESS] [--port PORT] [--window-ms MILLISECONDS] [--changelist]\n", name);
 }
 
 int main(int argc, char **argv) {
     const char *host = "127.0.0.1";
     long port = 8081;
     long window_ms = 1000;
+    int changelist = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
             char *end;
@@ -314,6 +319,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "evhttp-tap: --window-ms must be 1 or more\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--changelist") == 0) {
+            changelist = 1;
         } else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             host = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -331,7 +338,13 @@ int main(int argc, char **argv) {
     table_init(&table, 1u << 16);
 
     signal(SIGPIPE, SIG_IGN);
-    struct event_base *base = event_base_new();
+    struct event_base *base = NULL;
+    struct event_config *config = event_config_new();
+    if (config) {
+        if (changelist) event_config_set_flag(config, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+        base = event_base_new_with_config(config);
+        event_config_free(config);
+    }
     struct evhttp *http = base ? evhttp_new(base) : NULL;
     body = evbuffer_new();
     if (!base || !http || !body) {
@@ -354,7 +367,8 @@ int main(int argc, char **argv) {
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
     event_add(sigint, NULL);
     event_add(sigterm, NULL);
-    fprintf(stderr, "evhttp-tap: listening on %s:%ld (window %ld ms)\n", host, port, window_ms);
+    fprintf(stderr, "evhttp-tap: listening on %s:%ld (window %ld ms%s)\n", host, port, window_ms,
+            changelist ? ", epoll changelist" : "");
 
     event_base_dispatch(base);
 
