@@ -59,7 +59,7 @@ http_section() { # extra http-compare.sh options...
         || table="Not run: \`Examples/Benchmarks/http-compare.sh\` failed (its messages are in the log of this run)."
     echo "## 6. HTTP: POST /tap/<key>"
     echo
-    echo "sluice-echo's HTTP front (\`--loops 1\`) against the plain C server on libevent's \`evhttp\` (\`Examples/Benchmarks/Baselines/evhttp_tap.c\`) and a Hummingbird 2 server (\`hummingbird-tap\` in \`Examples/Benchmarks\`); all three answer the route with the same per-key throttle and the same bytes. Run alone: \`Examples/LoadTest/run.sh --only http --seconds $seconds --rounds $rounds\` (or \`Examples/Benchmarks/http-compare.sh --seconds $seconds --rounds $rounds\`, which prints the table)."
+    echo "sluice-echo's HTTP front (\`--loops 1\`) against the plain C server on libevent's \`evhttp\` (\`Examples/Benchmarks/Baselines/evhttp_tap.c\`; once more with \`--changelist\`, on an event base configured like sluice-echo's) and a Hummingbird 2 server (\`hummingbird-tap\` in \`Examples/Benchmarks\`); all three answer the route with the same per-key throttle and the same bytes. Run alone: \`Examples/LoadTest/run.sh --only http --seconds $seconds --rounds $rounds\` (or \`Examples/Benchmarks/http-compare.sh --seconds $seconds --rounds $rounds\`, which prints the table)."
     echo
     echo "$table"
 }
