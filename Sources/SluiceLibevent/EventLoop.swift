@@ -24,7 +24,9 @@ import Darwin
 /// With the epoll backend (Linux) the base batches its epoll changes and applies them once per
 /// iteration (libevent's changelist), which saves system calls on every request. A socket you
 /// watch on ``base`` yourself must therefore not be `dup`ed or inherited by a child process:
-/// open it close-on-exec, as the loop's own listeners, connections and clients are.
+/// open it close-on-exec, as the loop's own listeners, connections and clients are. (The Redis
+/// client's socket is made close-on-exec just after hiredis opens it: a child spawned in that
+/// instant would still inherit it.)
 ///
 /// ```swift
 /// let loop = try EventLoop()

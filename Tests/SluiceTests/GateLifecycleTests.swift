@@ -17,7 +17,7 @@ import Testing
         #expect(await harness.gate.statistics().keys == 300)
         await harness.advance(by: .milliseconds(999))
         #expect(await harness.gate.statistics().keys == 300)
-        // Once their window is over the keys no longer matter; the 250 ms sweeps drop them.
+        // Once their window is over the keys no longer matter; the periodic sweeps drop them.
         await harness.advance(by: .milliseconds(501))
         #expect(await harness.gate.statistics().keys == 0)
         #expect(await harness.gate.statistics().tables["tap"]?.expired == 300)

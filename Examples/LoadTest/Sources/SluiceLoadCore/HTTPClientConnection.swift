@@ -128,6 +128,9 @@ final class HTTPClientConnection: LoopResource, @unchecked Sendable {
     /// `SO_NOSIGPIPE`.
     private static func setSocketOptions(_ socket: Int32) {
         guard socket >= 0 else { return }
+        // libevent opened it without close-on-exec; a socket the loop watches is not to be
+        // inherited (its epoll changes are batched: see `EventLoop`).
+        evutil_make_socket_closeonexec(socket)
         var one: Int32 = 1
         setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         #if canImport(Darwin)
