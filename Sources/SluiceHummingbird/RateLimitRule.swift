@@ -9,14 +9,7 @@ import SluiceHTTP
 /// one rule may serve several middleware values and routes, which then share its keys' quotas.
 public struct RateLimitRule: Sendable {
     /// What decides.
-    enum Decider: Sendable {
-        /// The gate, with this plugin.
-        case gate(PluginHandle<KeyRateLimitPlugin>)
-        /// A table in this process, in place.
-        case inPlace(InPlaceRateLimit)
-    }
-
-    let decider: Decider
+    let decider: RuleDecider<RateLimitTable<String>>
     /// Where the rule decides.
     public let site: DecisionSite
     /// The `RateLimit-Policy` and `RateLimit` fields of the rule.
@@ -62,10 +55,10 @@ public struct RateLimitRule: Sendable {
         let site = try DecisionSite.resolve(site, store: store, name: name)
         switch site {
         case .gate:
-            decider = .gate(try plugins.register(KeyRateLimitPlugin(name: name, options: limit), budget: budget, store: store))
+            decider = .gate(try plugins.register(KeyRulePlugin(name: name, policy: .rateLimit(limit)), budget: budget, store: store))
         case .inPlace:
             do {
-                decider = .inPlace(try InPlaceRateLimit(name: name, options: limit, budget: budget, clock: InPlaceClock(clock)))
+                decider = .inPlace(try InPlaceRule.rateLimit(name: name, options: limit, budget: budget, clock: InPlaceClock(clock)))
             } catch {
                 throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
             }
@@ -80,10 +73,7 @@ public struct RateLimitRule: Sendable {
 
     /// Decides about a request for `key`.
     func decide(_ key: String, on gate: Gate) async -> GateOutcome<Void> {
-        switch decider {
-        case .gate(let handle): await gate.submit(handle, key)
-        case .inPlace(let table): table.decide(key)
-        }
+        await decider.decide(key, on: gate)
     }
 }
 #endif

@@ -6,14 +6,7 @@ import SluiceHTTP
 /// the others are refused), which ``ThrottleMiddleware`` decides with on a shared `Gate`.
 public struct ThrottleRule: Sendable {
     /// What decides.
-    enum Decider: Sendable {
-        /// The gate, with this plugin.
-        case gate(PluginHandle<KeyThrottlePlugin>)
-        /// A table in this process, in place.
-        case inPlace(InPlaceThrottle)
-    }
-
-    let decider: Decider
+    let decider: RuleDecider<ThrottleTable<String>>
     /// Where the rule decides.
     public let site: DecisionSite
     /// The fields of the rule: `RateLimit-Policy: "<name>";q=1;w=<window>`.
@@ -49,9 +42,9 @@ public struct ThrottleRule: Sendable {
             let options = try ThrottleOptions(interval: window, leading: true, trailing: false)
             switch site {
             case .gate:
-                decider = .gate(try plugins.register(KeyThrottlePlugin(name: name, options: options), budget: budget, store: store))
+                decider = .gate(try plugins.register(KeyRulePlugin(name: name, policy: .throttle(options)), budget: budget, store: store))
             case .inPlace:
-                decider = .inPlace(try InPlaceThrottle(name: name, options: options, budget: budget, clock: InPlaceClock(clock)))
+                decider = .inPlace(try InPlaceRule.throttle(name: name, options: options, budget: budget, clock: InPlaceClock(clock)))
             }
         } catch let error as GateError {
             throw error
@@ -67,10 +60,7 @@ public struct ThrottleRule: Sendable {
 
     /// Decides about a request for `key`.
     func decide(_ key: String, on gate: Gate) async -> GateOutcome<Void> {
-        switch decider {
-        case .gate(let handle): await gate.submit(handle, key)
-        case .inPlace(let table): table.decide(key)
-        }
+        await decider.decide(key, on: gate)
     }
 }
 #endif
