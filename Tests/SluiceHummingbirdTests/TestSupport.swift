@@ -140,23 +140,16 @@ func user(_ name: String, idempotencyKey: String? = nil) -> HTTPFields {
 
 extension HTTPField.Name {
     /// `Idempotency-Key`, spelt out here so that the tests do not read it from the code under test.
-    static var idempotencyKeyForTests: HTTPField.Name {
-        guard let name = HTTPField.Name("Idempotency-Key") else { preconditionFailure("a valid field name") }
-        return name
-    }
+    static var idempotencyKeyForTests: HTTPField.Name { forTests("Idempotency-Key") }
     /// `RateLimit`.
-    static var rateLimitForTests: HTTPField.Name {
-        guard let name = HTTPField.Name("RateLimit") else { preconditionFailure("a valid field name") }
-        return name
-    }
+    static var rateLimitForTests: HTTPField.Name { forTests("RateLimit") }
     /// `RateLimit-Policy`.
-    static var rateLimitPolicyForTests: HTTPField.Name {
-        guard let name = HTTPField.Name("RateLimit-Policy") else { preconditionFailure("a valid field name") }
-        return name
-    }
+    static var rateLimitPolicyForTests: HTTPField.Name { forTests("RateLimit-Policy") }
     /// `Idempotent-Replayed`.
-    static var idempotentReplayedForTests: HTTPField.Name {
-        guard let name = HTTPField.Name("Idempotent-Replayed") else { preconditionFailure("a valid field name") }
+    static var idempotentReplayedForTests: HTTPField.Name { forTests("Idempotent-Replayed") }
+
+    private static func forTests(_ name: String) -> HTTPField.Name {
+        guard let name = HTTPField.Name(name) else { preconditionFailure("a valid field name") }
         return name
     }
 }
