@@ -212,7 +212,10 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .target(name: "SluiceTestSupport", path: "Tests/Support"),
+        // posix_spawn for child processes and LeakSanitizer's suppression of XCTest's own leak;
+        // linked into the test bundle through SluiceTestSupport.
+        .target(name: "CSluiceTestSupport", path: "Tests/CSupport"),
+        .target(name: "SluiceTestSupport", dependencies: ["CSluiceTestSupport"], path: "Tests/Support"),
         // Naive models of the policies, shared by the property tests and the fuzz targets.
         .target(name: "SluicePolicyModels", dependencies: ["SluiceCore"], path: "Tests/PolicyModels"),
         .testTarget(
@@ -263,7 +266,7 @@ let package = Package(
     ]
 )
 
-let cTargets: Set<String> = ["CLibevent", "CSluiceShims", "CHiredis"]
+let cTargets: Set<String> = ["CLibevent", "CSluiceShims", "CHiredis", "CSluiceTestSupport"]
 for target in package.targets where !cTargets.contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SluiceLibevent
 import SluiceTestSupport
 import Synchronization
 import Testing
@@ -34,17 +35,16 @@ import Glibc
         try #require(FileManager.default.isExecutableFile(atPath: Self.echoServerURL.path))
         // `--http-port 0` turns HTTP off: pick a free port.
         let freePort = try #require(freeLoopbackPort())
-        let process = Process()
-        process.executableURL = Self.echoServerURL
-        process.arguments = [
-            "--port", "0", "--http-port", String(freePort), "--loops", "2", "--pay-latency-ms", "200",
-            "--drain-timeout-s", "10",
-        ]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let port = try await Self.httpPort(from: errors.fileHandleForReading)
+        let process = try ChildProcess(
+            Self.echoServerURL.path,
+            [
+                "--port", "0", "--http-port", String(freePort), "--loops", "2", "--pay-latency-ms", "200",
+                "--drain-timeout-s", "10",
+            ],
+            captureErrorOutput: true)
+        defer { process.stop() }
+        let errors = try #require(process.errorOutput)
+        let port = try await Self.httpPort(from: errors)
 
         // Decisions are exported before the storm.
         let probe = try HTTPTestClient(port: port)
@@ -75,7 +75,7 @@ import Glibc
                         } catch {
                             response = nil
                         }
-                        storm.exchanges.withLock { $0.append(Exchange(key: key, idem: idem, sentBeforeSignal: before, response: response)) }
+                        storm.exchanges.withSanitizedLock { $0.append(Exchange(key: key, idem: idem, sentBeforeSignal: before, response: response)) }
                         storm.answered.add(1, ordering: .relaxed)
                         if response == nil || response?.field("Connection") == "close" { return }
                     }
@@ -83,14 +83,13 @@ import Glibc
             }
             try await pollUntil { storm.answered.load(ordering: .relaxed) >= 3 * connections }
             storm.signalled.store(true, ordering: .releasing)
-            kill(process.processIdentifier, SIGTERM)
+            process.signal(SIGTERM)
             try await group.waitForAll()
         }
 
-        try await pollUntil(seconds: 20) { !process.isRunning }
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        #expect(try await process.waitForExit(seconds: 20) == .exited(0))
 
-        let all = storm.exchanges.withLock { $0 }
+        let all = storm.exchanges.withSanitizedLock { $0 }
         let accepted = all.filter(\.sentBeforeSignal)
         #expect(accepted.count >= 3 * connections)
         // Every payment sent before the signal got exactly one answer, a legitimate one.
@@ -110,40 +109,17 @@ import Glibc
         #expect(!chargesByPair.isEmpty)
         #expect(chargesByPair.values.allSatisfy { $0.count == 1 })
         #expect(charges.count == chargesByPair.count)
-        let stderr = String(decoding: errors.fileHandleForReading.availableDataOrEmpty, as: UTF8.self)
+        let stderr = try await errors.waitForEnd()
+        #expect(errors.sanitizerReports.isEmpty, "\(errors.sanitizerReports)")
         #expect(stderr.contains("drained"), "\(stderr.suffix(600))")
     }
 
     /// Reads the server's log until it says where HTTP listens.
-    static func httpPort(from handle: FileHandle) async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                var text = ""
-                while true {
-                    let data = handle.availableData
-                    if data.isEmpty {
-                        continuation.resume(throwing: LineClient.Failure(description: "sluice-echo exited: \(text)"))
-                        return
-                    }
-                    text += String(decoding: data, as: UTF8.self)
-                    for line in text.split(separator: "\n") where line.contains("listening (HTTP)") {
-                        if let range = line.range(of: "port="),
-                            let port = Int(line[range.upperBound...].prefix { $0.isNumber })
-                        {
-                            continuation.resume(returning: port)
-                            return
-                        }
-                    }
-                }
-            }.start()
+    static func httpPort(from output: CapturedOutput) async throws -> Int {
+        let line = try await output.waitForLine(containing: "listening (HTTP)")
+        guard let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+            throw LineClient.Failure(description: "no port in: \(line)")
         }
-    }
-}
-
-extension FileHandle {
-    /// What is left to read once the writer has closed (empty if still open and nothing is
-    /// buffered is not a case here: the process has exited).
-    fileprivate var availableDataOrEmpty: Data {
-        (try? readToEnd()) ?? Data()
+        return port
     }
 }

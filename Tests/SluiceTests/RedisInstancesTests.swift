@@ -1,4 +1,5 @@
 import Foundation
+import SluiceLibevent
 import SluiceTestSupport
 import Synchronization
 import Testing
@@ -13,22 +14,17 @@ import Glibc
 struct RedisInstancesTests {
     /// One `sluice-echo` process with its line port.
     final class Instance: Sendable {
-        let process: Process
+        let process: ChildProcess
         let port: Int
-        let log: Pipe
 
         init(redis: RedisServerProcess, _ arguments: [String]) async throws {
             try #require(FileManager.default.isExecutableFile(atPath: HTTPShutdownTests.echoServerURL.path))
             port = try #require(freeLoopbackPort())
-            process = Process()
-            process.executableURL = HTTPShutdownTests.echoServerURL
-            process.arguments =
+            process = try ChildProcess(
+                HTTPShutdownTests.echoServerURL.path,
                 ["--port", String(port), "--http-port", "0", "--loops", "2", "--redis", redis.url(), "--instances", "2"]
-                + arguments
-            log = Pipe()
-            process.standardError = log
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
+                    + arguments,
+                captureErrorOutput: true)
             let port = self.port
             try await pollUntil { (try? LineClient(port: port)) != nil }
         }
@@ -50,8 +46,11 @@ struct RedisInstancesTests {
         }
 
         func stop() {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
+            process.terminateAndWait()
+            if let output = process.errorOutput {
+                output.waitForEndBlocking()
+                #expect(output.sanitizerReports.isEmpty, "port \(port): \(output.sanitizerReports)")
+            }
         }
     }
 
@@ -61,8 +60,8 @@ struct RedisInstancesTests {
         let sent = Atomic<Int>(0)
         let stop = Atomic<Bool>(false)
 
-        func add(_ pair: Int, _ reply: String) { replies.withLock { $0.append((pair, reply)) } }
-        var all: [(pair: Int, reply: String)] { replies.withLock { $0 } }
+        func add(_ pair: Int, _ reply: String) { replies.withSanitizedLock { $0.append((pair, reply)) } }
+        var all: [(pair: Int, reply: String)] { replies.withSanitizedLock { $0 } }
     }
 
     /// The charge id of an `OK charge=<id>` reply.

@@ -19,8 +19,8 @@ import Darwin
 /// _ = try await server.command(["SET", "k", "v"])
 /// ```
 public final class RedisServerProcess: @unchecked Sendable {
-    // @unchecked Sendable: `process` is read and written under `lock`; everything else is
-    // immutable.
+    // @unchecked Sendable: `process` is read and written under `lock` (an `NSLock`, whose
+    // pthread mutex ThreadSanitizer sees); everything else is immutable.
 
     /// What went wrong starting or talking to the server.
     public struct Failure: Error, CustomStringConvertible {
@@ -55,7 +55,7 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     private let executable: String
     private let lock = NSLock()
-    private var process: Process?
+    private var process: ChildProcess?
 
     /// The server's URL, with `database`.
     public func url(database: Int = 0) -> String {
@@ -95,9 +95,6 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     private func launch() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.currentDirectoryURL = directory
         var arguments = [
             "--port", String(port), "--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no",
             "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path,
@@ -108,11 +105,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         } else {
             arguments += ["--appendonly", "no"]
         }
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(executable, arguments)
         lock.withLock { self.process = process }
     }
 
@@ -135,13 +128,22 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// Kills the server with SIGKILL (no shutdown, no final save) and waits for it to exit.
     public func kill() {
-        let process = lock.withLock { () -> Process? in
+        let process = lock.withLock { () -> ChildProcess? in
             defer { self.process = nil }
             return self.process
         }
-        guard let process, process.isRunning else { return }
-        sendKillSignal(to: process.processIdentifier)
-        process.waitUntilExit()
+        process?.stop()
+    }
+
+    /// Stops the server with SIGSTOP (it keeps its connections but answers nothing) until
+    /// ``resume()``.
+    public func pause() {
+        lock.withLock { process }?.signal(SIGSTOP)
+    }
+
+    /// Lets a server paused by ``pause()`` run again.
+    public func resume() {
+        lock.withLock { process }?.signal(SIGCONT)
     }
 
     /// Starts the server again on the same port and directory (after ``kill()``), and waits
@@ -203,9 +205,4 @@ public final class RedisServerProcess: @unchecked Sendable {
             throw Failure("unsupported reply: \(line)")
         }
     }
-}
-
-/// SIGKILL to `pid`, under a name the class's own `kill()` does not shadow.
-private func sendKillSignal(to pid: Int32) {
-    _ = kill(pid, SIGKILL)
 }

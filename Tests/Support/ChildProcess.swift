@@ -1,0 +1,222 @@
+import CSluiceTestSupport
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A child process for tests (`sluice-echo`, `redis-server`), started with `posix_spawn`.
+///
+/// Tests do not use Foundation's `Process`: under AddressSanitizer its `run()` overflows a buffer
+/// inside the toolchain's Foundation, and the sanitized run aborts. Standard input is /dev/null,
+/// standard output is discarded, and standard error is discarded or captured (``errorOutput``).
+///
+/// ```swift
+/// let server = try ChildProcess(path, ["--port", "0"], captureErrorOutput: true)
+/// defer { server.stop() }
+/// let line = try await server.errorOutput!.waitForLine(containing: "listening")
+/// ```
+public final class ChildProcess: @unchecked Sendable {
+    // @unchecked Sendable: `exit` is read and written under `lock`; everything else is immutable.
+
+    /// How a child ended.
+    public enum Termination: Sendable, Hashable, CustomStringConvertible {
+        /// It exited with this status.
+        case exited(Int32)
+        /// A signal ended it.
+        case signalled(Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let status): "exit status \(status)"
+            case .signalled(let signal): "signal \(signal)"
+            }
+        }
+    }
+
+    /// The child's process id.
+    public let pid: pid_t
+    /// The executable's path.
+    public let path: String
+    /// What the child writes to standard error, when it is captured.
+    public let errorOutput: CapturedOutput?
+
+    private let lock = NSLock()
+    private var exit: Termination?
+
+    /// Starts `path` with `arguments` and this process's environment.
+    ///
+    /// - Throws: ``LineClient/Failure`` when the executable cannot be started.
+    public init(_ path: String, _ arguments: [String], captureErrorOutput: Bool = false) throws {
+        self.path = path
+        var pipeEnds: [Int32] = [-1, -1]
+        if captureErrorOutput {
+            let failure = pipeEnds.withUnsafeMutableBufferPointer { sluice_test_pipe($0.baseAddress!) }
+            guard failure == 0 else {
+                throw LineClient.Failure(description: "pipe2 failed: errno \(failure)")
+            }
+        }
+        var child: pid_t = 0
+        let argv = ([path] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        let failure = (argv + [nil]).withUnsafeBufferPointer { arguments in
+            sluice_test_spawn(path, arguments.baseAddress!, environ, -1, pipeEnds[1], &child)
+        }
+        if captureErrorOutput { close(pipeEnds[1]) }
+        guard failure == 0 else {
+            if captureErrorOutput { close(pipeEnds[0]) }
+            throw LineClient.Failure(description: "cannot start \(path): \(String(cString: strerror(failure)))")
+        }
+        pid = child
+        errorOutput = captureErrorOutput ? CapturedOutput(reading: pipeEnds[0]) : nil
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// How it ended, if it has (reaps it without waiting).
+    public var termination: Termination? {
+        reap(blocking: false)
+    }
+
+    /// Whether it is still running.
+    public var isRunning: Bool { termination == nil }
+
+    /// Sends `signal` unless it has already ended.
+    public func signal(_ signal: Int32) {
+        guard isRunning else { return }
+        _ = kill(pid, signal)
+    }
+
+    /// Waits (polling, without holding a thread) until it ends, for up to `seconds`.
+    ///
+    /// - Throws: ``PollTimeout`` when it is still running at the deadline.
+    @discardableResult
+    public func waitForExit(seconds: Int = 20) async throws -> Termination {
+        try await pollUntil(seconds: seconds) { !isRunning }
+        guard let termination else { throw PollTimeout(seconds: seconds) }
+        return termination
+    }
+
+    /// Ends it with SIGKILL (when still running) and reaps it: no shutdown, nothing left behind.
+    public func stop() {
+        guard isRunning else { return }
+        _ = kill(pid, SIGKILL)
+        _ = reap(blocking: true)
+    }
+
+    /// Sends SIGTERM and waits, blocking this thread, until it ends.
+    @discardableResult
+    public func terminateAndWait() -> Termination? {
+        signal(SIGTERM)
+        return reap(blocking: true)
+    }
+
+    private func reap(blocking: Bool) -> Termination? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let exit { return exit }
+        var status: Int32 = 0
+        var reaped: pid_t
+        repeat {
+            reaped = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+        } while reaped < 0 && errno == EINTR
+        guard reaped == pid else { return nil }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift does not import.
+        let signal = status & 0x7f
+        exit = signal == 0 ? .exited((status >> 8) & 0xff) : .signalled(signal)
+        return exit
+    }
+}
+
+/// A child's standard error, read to its end by a thread of its own and kept in memory.
+public final class CapturedOutput: @unchecked Sendable {
+    // @unchecked Sendable: `bytes` and `ended` are read and written under `lock`.
+    private let lock = NSCondition()
+    private var bytes: [UInt8] = []
+    private var ended = false
+
+    init(reading descriptor: Int32) {
+        let thread = Thread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                lock.lock()
+                if count > 0 {
+                    bytes += chunk[0..<count]
+                    lock.unlock()
+                    continue
+                }
+                ended = true
+                lock.broadcast()
+                lock.unlock()
+                close(descriptor)
+                return
+            }
+        }
+        thread.start()
+    }
+
+    /// What has been read so far.
+    public var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether the writer has closed its end (the child and its children have exited).
+    public var isComplete: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return ended
+    }
+
+    /// Waits until a line containing `fragment` has been written, and returns it.
+    ///
+    /// - Throws: ``LineClient/Failure`` when the output ends without one, ``PollTimeout`` at the
+    ///   deadline.
+    public func waitForLine(containing fragment: String, seconds: Int = 20) async throws -> String {
+        var found: String?
+        try await pollUntil(seconds: seconds) {
+            let complete = isComplete
+            found = text.split(separator: "\n").first { $0.contains(fragment) }.map(String.init)
+            if found == nil && complete {
+                throw LineClient.Failure(description: "the output ended without a line containing \"\(fragment)\": \(text.suffix(800))")
+            }
+            return found != nil
+        }
+        return found ?? ""
+    }
+
+    /// The first lines of every report a sanitizer wrote (a child built with `--sanitize`
+    /// reports there, not in the test's own output): empty when there is none.
+    public var sanitizerReports: [String] {
+        text.split(separator: "\n").filter { line in
+            line.contains("WARNING: ThreadSanitizer") || line.contains("ERROR: AddressSanitizer")
+                || line.contains("ERROR: LeakSanitizer") || line.contains("runtime error:")
+        }.map(String.init)
+    }
+
+    /// Blocks this thread until the output has ended (the child has exited), for up to
+    /// `seconds`; returns whether it has.
+    @discardableResult
+    public func waitForEndBlocking(seconds: Int = 5) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: TimeInterval(seconds))
+        lock.lock()
+        defer { lock.unlock() }
+        while !ended {
+            if !lock.wait(until: deadline) { break }
+        }
+        return ended
+    }
+
+    /// Everything written, once the output has ended (up to `seconds`).
+    public func waitForEnd(seconds: Int = 20) async throws -> String {
+        try await pollUntil(seconds: seconds) { isComplete }
+        return text
+    }
+}
