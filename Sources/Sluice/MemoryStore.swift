@@ -39,18 +39,18 @@ public final class MemoryStore: SharedStore {
 
     /// Makes every later call fail (`false`) or succeed again (`true`).
     public func setAvailable(_ available: Bool) {
-        state.withLock { $0.available = available }
+        state.withSanitizedLock { $0.available = available }
     }
 
     /// Calls answered so far (failed ones included).
-    public var calls: Int { state.withLock { $0.calls } }
+    public var calls: Int { state.withSanitizedLock { $0.calls } }
 
     private func answer<Value: Sendable>(
         on loop: EventLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         _ body: (inout State, Int64) -> Result<Value, StoreError>
     ) {
         let t = now().nanoseconds
-        let result = state.withLock { state -> Result<Value, StoreError> in
+        let result = state.withSanitizedLock { state -> Result<Value, StoreError> in
             state.calls += 1
             guard state.available else { return .failure(StoreError(code: .unavailable, message: "the memory store is switched off")) }
             return body(&state, t)

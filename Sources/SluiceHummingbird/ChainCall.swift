@@ -1,4 +1,5 @@
 #if Hummingbird
+import SluiceLibevent
 import Synchronization
 
 /// The rest of a middleware chain, handed from ``IdempotencyMiddleware`` to the idempotent
@@ -43,7 +44,7 @@ final class ChainCall: Sendable {
     /// Takes the chain out of the state and calls it: when this returns, nothing holds it (the
     /// middleware's `withoutActuallyEscaping` may end as soon as ``settle()`` returns).
     private func callOnce() async throws -> StoredResponse {
-        let chain = state.withLock { state -> Chain? in
+        let chain = state.withSanitizedLock { state -> Chain? in
             guard case .ready(let chain) = state else { return nil }
             state = .running(waiter: nil)
             return chain
@@ -54,7 +55,7 @@ final class ChainCall: Sendable {
     }
 
     private func finish(_ response: StoredResponse) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withSanitizedLock { state -> CheckedContinuation<Void, Never>? in
             guard case .running(let waiter) = state else { return nil }
             state = .finished(response)
             return waiter
@@ -66,7 +67,7 @@ final class ChainCall: Sendable {
     /// it if it is running. Returns what the chain answered, if it ran: the middleware's own
     /// answer when the gate answered it before the chain ended (its caller was cancelled).
     func settle() async -> StoredResponse? {
-        let running = state.withLock { state -> Bool in
+        let running = state.withSanitizedLock { state -> Bool in
             switch state {
             case .ready:
                 state = .abandoned
@@ -79,7 +80,7 @@ final class ChainCall: Sendable {
         }
         if running {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
+                let resumeNow = state.withSanitizedLock { state -> Bool in
                     guard case .running = state else { return true }
                     state = .running(waiter: continuation)
                     return false
@@ -87,7 +88,7 @@ final class ChainCall: Sendable {
                 if resumeNow { continuation.resume() }
             }
         }
-        return state.withLock { state -> StoredResponse? in
+        return state.withSanitizedLock { state -> StoredResponse? in
             guard case .finished(let response) = state else { return nil }
             return response
         }

@@ -1,6 +1,7 @@
 #if Hummingbird
 import Sluice
 import SluiceCore
+import SluiceLibevent
 import Synchronization
 
 /// A rule decided in place: its SluiceCore table under a mutex, read by whichever thread handles
@@ -35,7 +36,7 @@ final class InPlaceRule<Table>: Sendable {
     func decide(_ key: String) -> GateOutcome<Void> {
         let now = clock.now
         let number = decisions.wrappingAdd(1, ordering: .relaxed).newValue
-        let outcome = table.withLock { table -> GateOutcome<Void> in
+        let outcome = table.withSanitizedLock { table -> GateOutcome<Void> in
             if number % InPlaceClock.sweepEvery == 0 { sweep(&table, now) }
             return (try? decideInTable(&table, key, now, number)) ?? .busy
         }

@@ -133,7 +133,7 @@ public final class RedisStore: SharedStore {
     private func protocolError(_ reply: RedisReply) {
         protocolErrors.increment()
         let now = ContinuousClock.now
-        let log = lastProtocolLog.withLock { last -> Bool in
+        let log = lastProtocolLog.withSanitizedLock { last -> Bool in
             if let last, now - last < .seconds(60) { return false }
             last = now
             return true

@@ -98,7 +98,7 @@ final class Latch: Sendable {
     func wait() async {
         entered.yield(())
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
+            let now = state.withSanitizedLock { state -> Bool in
                 if state.open { return true }
                 state.waiters.append(continuation)
                 return false
@@ -109,7 +109,7 @@ final class Latch: Sendable {
 
     /// Lets every waiting and later handler through.
     func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withSanitizedLock { state -> [CheckedContinuation<Void, Never>] in
             state.open = true
             defer { state.waiters = [] }
             return state.waiters
