@@ -1,11 +1,19 @@
 import Foundation
 import Sluice
+import SluiceCore
 @testable import SluiceRedis
 import SluiceTestSupport
+import Synchronization
 import Testing
 
 /// The store protocol, held by both implementations: the in-memory reference and Redis (a
-/// `redis-server` this suite starts). Real time, short leases, waits polled with a deadline.
+/// `redis-server` this suite starts).
+///
+/// The memory store reads a manual clock: its leases and retentions run out only when a test
+/// moves the clock (``Fixture/elapse(_:)``), never because the machine is slow. Redis keeps its
+/// own clock: there a lease that must hold is 60 s (a sanitized run on a busy machine takes a
+/// second or two per test), and one that must have run out is made to
+/// (``Fixture/letLeaseRunOut(_:lease:)``) or waited for by polling Redis with a deadline.
 @Suite(.serialized, .enabled(if: RedisServerProcess.isInstalled, "redis-server is not installed"))
 struct SharedStoreProtocolTests {
     enum Kind: String, CaseIterable, Sendable {
@@ -13,22 +21,37 @@ struct SharedStoreProtocolTests {
         case redis
     }
 
+    /// A clock that moves only when a test moves it, readable from any thread.
+    final class SteppedClock: Sendable {
+        private let nanoseconds = Atomic<Int64>(1_000_000_000)
+
+        var now: Instant { Instant(nanoseconds: nanoseconds.load(ordering: .acquiring)) }
+
+        func advance(by duration: Duration) {
+            nanoseconds.add(duration.nanosecondsClamped, ordering: .releasing)
+        }
+    }
+
     /// A store of `kind` on a loop of its own, with the Redis server behind it.
     final class Fixture: Sendable {
         let group: EventLoopGroup
         let store: any SharedStore
         let redis: RedisServerProcess?
+        /// The memory store's clock.
+        let memoryClock = SteppedClock()
 
         init(_ kind: Kind) async throws {
             group = try EventLoopGroup(loopCount: 1, namePrefix: "store-test")
             switch kind {
             case .memory:
                 redis = nil
-                store = MemoryStore()
+                let clock = memoryClock
+                store = MemoryStore { clock.now }
             case .redis:
                 let server = try await RedisServerProcess.start()
                 redis = server
-                let store = RedisStore(endpoint: try RedisEndpoint(url: server.url()), group: group)
+                // A call timeout far above what a call takes under a sanitizer on a busy machine.
+                let store = RedisStore(endpoint: try RedisEndpoint(url: server.url()), group: group, timeout: .seconds(5))
                 store.start()
                 self.store = store
                 let loop = group.loops[0]
@@ -37,6 +60,23 @@ struct SharedStoreProtocolTests {
         }
 
         var loop: EventLoop { group.loops[0] }
+
+        /// Moves the memory store's clock forward by `duration` (Redis's clock moves by itself).
+        func elapse(_ duration: Duration) {
+            memoryClock.advance(by: duration)
+        }
+
+        /// Makes `record`'s lease run out now, as if its owner had not renewed it for `lease`:
+        /// the memory store's clock moves past it; in Redis the record's key (whose TTL is the
+        /// lease) is deleted, as its expiry would, while the fence counter (kept for four
+        /// leases) stays. Deleting it rather than waiting for the TTL keeps the test from
+        /// racing the fence counter's own expiry on a slow machine.
+        func letLeaseRunOut(_ record: StoreKey, lease: Duration) async throws {
+            elapse(lease + .nanoseconds(1))
+            if let redis {
+                _ = try await redis.command(["DEL", "sluice:{\(record.plugin):\(record.key)}:r"])
+            }
+        }
 
         func call<Value: Sendable>(
             _ body: @escaping @Sendable (EventLoop, @escaping @Sendable (Result<Value, StoreError>) -> Void) -> Void
@@ -73,17 +113,17 @@ struct SharedStoreProtocolTests {
         let fixture = try await Fixture(kind)
         defer { fixture.shutdown() }
         let key = StoreKey(plugin: "pay", key: "a{b}c:\(kind)")
-        guard case .success(.claimed(let lease)) = await fixture.claim(key, "500", owner: "one", lease: .seconds(5)) else {
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "500", owner: "one", lease: .seconds(60)) else {
             Issue.record("the first claim should win")
             return
         }
-        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(5)).get() == .running)
-        #expect(try await fixture.claim(key, "501", owner: "two", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "500"))
+        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(60)).get() == .running)
+        #expect(try await fixture.claim(key, "501", owner: "two", lease: .seconds(60)).get() == .mismatch(storedFingerprint: "500"))
         #expect(try await fixture.complete(key, lease, "500", "Sresult", retention: .seconds(60)).get())
         #expect(try await fixture.complete(key, lease, "500", "Sresult", retention: .seconds(60)).get())  // a retried write
-        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(5)).get() == .completed(Array("Sresult".utf8)))
+        #expect(try await fixture.claim(key, "500", owner: "two", lease: .seconds(60)).get() == .completed(Array("Sresult".utf8)))
         // The fingerprint is kept with the result: another payload is still a mismatch.
-        #expect(try await fixture.claim(key, "7", owner: "two", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "500"))
+        #expect(try await fixture.claim(key, "7", owner: "two", lease: .seconds(60)).get() == .mismatch(storedFingerprint: "500"))
     }
 
     /// A lease that ran out is taken over with a greater fence; the stale owner can neither
@@ -92,23 +132,22 @@ struct SharedStoreProtocolTests {
         let fixture = try await Fixture(kind)
         defer { fixture.shutdown() }
         let key = StoreKey(plugin: "pay", key: "stale-\(kind)")
-        guard case .success(.claimed(let stale)) = await fixture.claim(key, "1", owner: "old", lease: .milliseconds(100)) else {
+        guard case .success(.claimed(let stale)) = await fixture.claim(key, "1", owner: "old", lease: .seconds(5)) else {
             Issue.record("the first claim should win")
             return
         }
-        var taken: StoreLease?
-        try await pollUntil {
-            if case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "new", lease: .seconds(30)) { taken = lease }
-            return taken != nil
+        try await fixture.letLeaseRunOut(key, lease: .seconds(5))
+        guard case .success(.claimed(let current)) = await fixture.claim(key, "1", owner: "new", lease: .seconds(30)) else {
+            Issue.record("a record whose lease ran out should be claimed again")
+            return
         }
-        let current = try #require(taken)
         #expect(current.fence > stale.fence)
         #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: stale, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get() == false)
         #expect(try await fixture.complete(key, stale, "1", "Sstale", retention: .seconds(60)).get() == false)
         #expect(try await fixture.call { loop, done in fixture.store.release(key, lease: stale, on: loop, done) }.get() == false)
         #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: current, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get())
         #expect(try await fixture.complete(key, current, "1", "Snew", retention: .seconds(60)).get())
-        #expect(try await fixture.claim(key, "1", owner: "third", lease: .seconds(5)).get() == .completed(Array("Snew".utf8)))
+        #expect(try await fixture.claim(key, "1", owner: "third", lease: .seconds(60)).get() == .completed(Array("Snew".utf8)))
     }
 
     /// An owner whose lease ran out while no one claimed the record still stores its result.
@@ -116,15 +155,13 @@ struct SharedStoreProtocolTests {
         let fixture = try await Fixture(kind)
         defer { fixture.shutdown() }
         let key = StoreKey(plugin: "pay", key: "slow-\(kind)")
-        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "slow", lease: .milliseconds(50)) else {
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "slow", lease: .seconds(5)) else {
             Issue.record("the first claim should win")
             return
         }
-        if let redis = fixture.redis {
-            try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:slow-redis}:r"]) == "0" }
-        }
+        try await fixture.letLeaseRunOut(key, lease: .seconds(5))
         #expect(try await fixture.complete(key, lease, "1", "Sdone", retention: .seconds(60)).get())
-        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(5)).get() == .completed(Array("Sdone".utf8)))
+        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(60)).get() == .completed(Array("Sdone".utf8)))
     }
 
     /// An owner whose lease ran out while no one claimed the record renews it: the record is
@@ -133,23 +170,21 @@ struct SharedStoreProtocolTests {
         let fixture = try await Fixture(kind)
         defer { fixture.shutdown() }
         let key = StoreKey(plugin: "pay", key: "renew-\(kind)")
-        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "late", lease: .milliseconds(50)) else {
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "late", lease: .seconds(5)) else {
             Issue.record("the first claim should win")
             return
         }
-        if let redis = fixture.redis {
-            try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:renew-redis}:r"]) == "0" }
-        }
+        try await fixture.letLeaseRunOut(key, lease: .seconds(5))
         #expect(try await fixture.call { loop, done in fixture.store.renew(key, lease: lease, fingerprint: "1", duration: .seconds(30), on: loop, done) }.get())
-        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(5)).get() == .running)
-        #expect(try await fixture.claim(key, "2", owner: "other", lease: .seconds(5)).get() == .mismatch(storedFingerprint: "1"))
+        #expect(try await fixture.claim(key, "1", owner: "other", lease: .seconds(60)).get() == .running)
+        #expect(try await fixture.claim(key, "2", owner: "other", lease: .seconds(60)).get() == .mismatch(storedFingerprint: "1"))
     }
 
     @Test(arguments: Kind.allCases) func recordsExpireWithTheirRetention(kind: Kind) async throws {
         let fixture = try await Fixture(kind)
         defer { fixture.shutdown() }
         let key = StoreKey(plugin: "pay", key: "ttl-\(kind)")
-        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "one", lease: .seconds(5)) else {
+        guard case .success(.claimed(let lease)) = await fixture.claim(key, "1", owner: "one", lease: .seconds(60)) else {
             Issue.record("the first claim should win")
             return
         }
@@ -159,8 +194,9 @@ struct SharedStoreProtocolTests {
             #expect((1...300).contains(ttl))
             #expect(try await Self.pttl(redis, "sluice:{pay:ttl-redis}:f") > 300)
         }
+        fixture.elapse(.milliseconds(301))
         try await pollUntil {
-            if case .success(.claimed) = await fixture.claim(key, "2", owner: "later", lease: .seconds(5)) { return true }
+            if case .success(.claimed) = await fixture.claim(key, "2", owner: "later", lease: .seconds(60)) { return true }
             return false
         }
     }
@@ -202,7 +238,7 @@ struct SharedStoreProtocolTests {
         #expect(throws: Never.self) { try result.get() }
         let key = StoreKey(plugin: "pay", key: "flush")
         #expect(try await redis.command(["SCRIPT", "FLUSH"]) == "OK")
-        guard case .success(.claimed) = await fixture.claim(key, "1", owner: "one", lease: .seconds(5)) else {
+        guard case .success(.claimed) = await fixture.claim(key, "1", owner: "one", lease: .seconds(60)) else {
             Issue.record("a claim right after SCRIPT FLUSH should succeed")
             return
         }

@@ -181,6 +181,7 @@ public enum LoadRunner {
         while true {
             let now = EventLoop.monotonicNow()
             if let deadline, now >= deadline, !shared.stopSending.load(ordering: .relaxed) {
+                for state in states { await state.loop.submit { state.sendEverythingDue() } }
                 shared.stopSending.store(true, ordering: .relaxed)
             }
             if shared.stopSending.load(ordering: .relaxed) {

@@ -97,6 +97,17 @@ final class LoopState: @unchecked Sendable {
         ticker = loop.schedule(at: Instant(nanoseconds: at)) { [self] in tick() }
     }
 
+    /// Open loop, at the run's deadline: sends whatever was due before it and is not sent yet
+    /// (a loop that fell behind catches up), so that the run sends one request per intended
+    /// instant before the deadline however fast the machine is. Each is timed from its intended
+    /// instant, so its lateness shows in the latencies.
+    func sendEverythingDue() {
+        guard let interval = shared.configuration.openLoopInterval?.nanosecondsClamped else { return }
+        for connection in connections {
+            connection.sendDue(now: .max, interval: interval)
+        }
+    }
+
     /// Ends the run on this loop: counts what is still unanswered, closes the connections and
     /// returns what was recorded (loop thread).
     func finish() -> LoopResult {
