@@ -14,9 +14,10 @@ private final class AvailabilityLog: Sendable {
 }
 
 /// Runs `body` with a started connection to `server` (waited until usable) on a loop of its
-/// own; closes both afterwards.
+/// own; closes both afterwards. The default call timeout (5 s) is far above what any call here
+/// takes under a sanitizer on a busy machine; tests of timeouts pass their own.
 private func withConnection(
-    to server: RedisServerProcess, database: Int = 0, timeout: Duration = .milliseconds(200),
+    to server: RedisServerProcess, database: Int = 0, timeout: Duration = .seconds(5),
     _ body: (RedisConnection, AvailabilityLog) async throws -> Void
 ) async throws {
     let loop = try EventLoop(name: "redis-test")
@@ -180,17 +181,21 @@ struct RedisConnectionTests {
         defer { server.stop() }
         try await withConnection(to: server, timeout: .milliseconds(100)) { connection, log in
             _ = try await server.command(["SET", "k", "v"])
-            // Another client pauses every client for 500 ms: the call waits past its timeout.
-            _ = try await server.command(["CLIENT", "PAUSE", "500"])
+            // The server is stopped (SIGSTOP) until the call has timed out: the stall lasts as
+            // long as the test needs, however slow the machine. It must stay under the stall
+            // limit (1 s), or the connection is dropped: resumed as soon as the 100 ms timeout is
+            // seen, it stays stopped for a few milliseconds past it, under a sanitizer too.
+            server.pause()
             let outcomes = Mutex<[Result<RedisReply, RedisCallError>]>([])
             await connection.loop.submit {
                 connection.send(["GET", "k"]) { result in outcomes.withSanitizedLock { $0.append(result) } }
             }
             try await pollUntil(seconds: 10) { !outcomes.withSanitizedLock { $0 }.isEmpty }
+            server.resume()
             #expect(code(outcomes.withSanitizedLock { $0.first }) == .timeout)
 
-            // Once the pause is over, calls work again on the same connection; the late reply
-            // to the timed-out call (answered before them) is dropped.
+            // Once the server runs again, calls work again on the same connection; the late
+            // reply to the timed-out call (answered before them) is dropped.
             try await pollUntil(seconds: 10) {
                 await connection.call(["GET", "k"]) == .success(.string(bytes("v")))
             }
@@ -204,12 +209,15 @@ struct RedisConnectionTests {
         defer { server.stop() }
         try await withConnection(to: server, timeout: .milliseconds(100)) { connection, log in
             #expect(connection.stallLimit == .seconds(1))
-            _ = try await server.command(["CLIENT", "PAUSE", "2500"])
+            // Stopped (SIGSTOP) until the connection has given up on it: a stall as long as the
+            // test needs, not a pause that may end before a slow machine has sent the call.
+            server.pause()
             let outcome = Mutex<Result<RedisReply, RedisCallError>?>(nil)
             await connection.loop.submit {
                 connection.send(["PING"]) { result in outcome.withSanitizedLock { $0 = result } }
             }
             try await pollUntil(seconds: 10) { await !isConnected(connection) }
+            server.resume()
             #expect(code(outcome.withSanitizedLock { $0 }) == .timeout)
             try await pollUntil(seconds: 10) { await connection.call(["PING"]) == .success(.status("PONG")) }
             #expect(log.values == [true, false, true])
