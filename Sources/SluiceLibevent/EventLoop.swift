@@ -51,6 +51,9 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// The underlying `event_base`. Use it only on the loop thread.
     public let base: OpaquePointer
 
+    /// The read and staging buffers this loop's connections share (loop thread only).
+    let scratch = LoopScratch(readSize: TCPConnection.readSize)
+
     /// Made active (`event_active`) by an enqueue that finds no wake-up pending.
     private let wakeEvent: OpaquePointer
     /// A zero timeout, added when one wake-up left jobs queued: libevent polls the sockets before

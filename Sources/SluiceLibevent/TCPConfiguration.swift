@@ -31,6 +31,10 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var acceptBackoff: Duration
     /// The listen backlog.
     public var backlog: Int
+    /// The most input a connection keeps that its handler has not consumed yet (an incomplete
+    /// frame, or frames waiting while reading is paused). A handler refuses frames larger than
+    /// this; at it, the connection stops reading until the handler consumes some.
+    public var maximumBufferedInput: Int
     /// How long one connection's lines may be handled in a row before the loop turns to its
     /// other connections: past it, the rest of what the connection sent waits (and reading
     /// pauses) for the loop's next pass. A pass over busy connections then lasts about this
@@ -51,7 +55,8 @@ public struct TCPConfiguration: Sendable, Hashable {
         connectionBufferBudget: Int? = 256 << 20,
         acceptBackoff: Duration = .milliseconds(50),
         backlog: Int = 1024,
-        turnDuration: Duration? = .microseconds(200)
+        turnDuration: Duration? = .microseconds(200),
+        maximumBufferedInput: Int = 256 << 10
     ) {
         self.host = host
         self.port = port
@@ -65,6 +70,7 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.acceptBackoff = acceptBackoff
         self.backlog = backlog
         self.turnDuration = turnDuration
+        self.maximumBufferedInput = maximumBufferedInput
     }
 
     /// Checks every field; throws ``EventLoopError`` with code `.invalidArgument` naming the
@@ -90,5 +96,8 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("turnDuration must be positive and at most 1 s", turnDuration)
         }
         if backlog < 1 { try fail("backlog must be at least 1", backlog) }
+        if maximumBufferedInput < maximumLineLength + 2 {
+            try fail("maximumBufferedInput must hold a line of maximumLineLength with its CR and LF", maximumBufferedInput)
+        }
     }
 }

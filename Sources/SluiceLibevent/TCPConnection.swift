@@ -9,45 +9,32 @@ import Musl
 import Darwin
 #endif
 
-/// What a server does with one connection's lines. Every method is called on the connection's
-/// loop thread.
-public protocol TCPConnectionHandler: AnyObject {
-    /// The connection is open; nothing has been read yet.
-    func connectionOpened(_ connection: TCPConnection)
-    /// A complete line arrived. `line` excludes the LF (and a CR before it) and is valid only
-    /// during the call: copy what must outlive it.
-    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer)
-    /// A line longer than the configured maximum arrived; it is skipped up to its LF and the
-    /// connection stays usable.
-    func connectionReceivedOverlongLine(_ connection: TCPConnection)
-    /// The peer closed its sending side (a half-close): nothing more will be read, but replies
-    /// can still be written. The default closes the connection once its output is written;
-    /// a handler with replies still to come closes it later with `closeAfterFlush()`.
-    func connectionInputEnded(_ connection: TCPConnection)
-    /// A line did not complete within the configured line timeout of its first byte. The
-    /// connection closes (reason ``TCPConnection/CloseReason/lineTimeout``) once what the
-    /// handler writes now has been sent; the default writes nothing.
-    func connectionLineTimedOut(_ connection: TCPConnection)
-    /// The connection is closed; nothing more will be read or written.
-    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason)
-}
-
-extension TCPConnectionHandler {
-    public func connectionInputEnded(_ connection: TCPConnection) {
-        connection.closeAfterFlush()
-    }
-
-    public func connectionLineTimedOut(_ connection: TCPConnection) {}
-}
-
-/// One accepted TCP connection, on a libevent bufferevent owned by its loop.
+/// One TCP connection on its loop: a bounded byte stream.
+///
+/// It reads the socket itself (one `read` per readable event, into the loop's scratch buffer,
+/// so a connection whose frames arrive whole holds no input memory between reads), hands the
+/// bytes to its ``TCPConnectionHandler`` and keeps only what the handler left. Writes made while
+/// the handler works collect in the loop's staging buffer and go out with one `write` when it
+/// returns; only what the socket does not take stays with the connection. Its bounds:
+///
+/// - output: past ``TCPConfiguration/outputHighWatermark`` unsent bytes it stops reading, and
+///   reads again at the low watermark (a peer that does not read cannot make it buffer more);
+/// - the process's budget: every connection reports the bytes it holds to its
+///   ``ConnectionAccounting``, and all stop reading while the total is over the budget;
+/// - time: a frame the handler times (``timeFrame(_:restart:)``) must complete in time; a
+///   connection that sends nothing, or takes none of its pending output, for the idle timeout
+///   is closed.
+///
+/// Closing after a last answer (``closeAfterFlush()``) shuts the socket's sending side once the
+/// output is written and reads what the peer still sends for up to two seconds before it
+/// closes, so that closing never resets a connection whose peer has not yet read that answer.
 ///
 /// All methods must be called on ``loop``'s thread, except ``write(_:)-(String)`` and
 /// ``close()``, which hop there when called from elsewhere.
 public final class TCPConnection: LoopResource, CustomStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: the mutable state (bufferevent, framer, handler, flags) is touched on
-    // `loop`'s thread only — the loop-only methods assert it, and the two methods that may be
-    // called elsewhere (`write(String)`, `close()`) hop to the loop first.
+    // @unchecked Sendable: the mutable state (all of it in `state`) is touched on `loop`'s
+    // thread only — the loop-only methods assert it, and the two methods that may be called
+    // elsewhere (`write(String)`, `close()`) hop to the loop first.
 
     /// Why a connection closed.
     public enum CloseReason: Sendable, Hashable {
@@ -55,11 +42,11 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         case endOfStream
         /// A socket error (errno).
         case error(Int32)
-        /// Nothing arrived for the configured idle timeout.
+        /// Nothing arrived, or none of the output was taken, for the configured idle timeout.
         case idleTimeout
-        /// A line did not complete within the configured line timeout of its first byte.
-        case lineTimeout
-        /// ``close()`` was called.
+        /// A frame (a line, an HTTP head or body) did not complete within its timeout.
+        case frameTimeout
+        /// ``close()`` or ``closeAfterFlush()`` was called.
         case closedLocally
         /// The loop shut down.
         case shutdown
@@ -71,78 +58,74 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     public let id: UInt64
     /// The peer's address, e.g. `127.0.0.1:53422`.
     public let remoteAddress: String
+    /// The configuration it was opened with.
+    public let configuration: TCPConfiguration
 
-    /// The state every line touches, behind a pointer rather than stored `var`s: a class's
-    /// stored `var` pays a dynamic exclusivity check on each access, several a line here.
-    private let hot: UnsafeMutablePointer<HotState>
+    /// Everything that changes, behind a pointer: a class's stored `var` pays a dynamic
+    /// exclusivity check on every access, and the hot path touches several per request.
+    private let state: UnsafeMutablePointer<State>
+    private let accounting: ConnectionAccounting?
+    private let onClose: (TCPConnection) -> Void
 
-    private struct HotState {
-        var bufferEvent: OpaquePointer?
-        /// The socket under `bufferEvent` (kept here: `bufferevent_getfd` takes a lock).
+    /// How long a closing connection reads (and drops) what its peer still sends.
+    static let lingerDuration: Duration = .seconds(2)
+    /// How many bytes a closing connection reads and drops before it closes anyway.
+    static let lingerBytes = 1 << 20
+    /// The most one `read` takes.
+    static let readSize = 64 << 10
+
+    private struct State {
         var socket: Int32
-        var batching = false
-        var readPausedForBackpressure = false
-        /// ``closeAfterFlush()`` was called: no more lines are handled, and the connection
+        var handler: (any TCPConnectionHandler)?
+        var readEvent: OpaquePointer?
+        var writeEvent: OpaquePointer?
+        var timerEvent: OpaquePointer?
+        /// Bytes read and left by the handler.
+        var input = ByteBuffer()
+        /// Bytes written and not yet taken by the socket.
+        var output = ByteBuffer()
+        var open = true
+        /// The handler is being handed bytes: writes go to the loop's staging buffer.
+        var offering = false
+        /// Whether `readEvent` is added.
+        var readEnabled = false
+        /// Whether `writeEvent` is added.
+        var writeEnabled = false
+        var inputEnded = false
+        var pausedByHandler = false
+        var pausedForBackpressure = false
+        var pausedForBudget = false
+        /// The handler yielded its turn; the rest of its input waits for the loop's next pass.
+        var pausedForTurn = false
+        /// A job that hands over input left when reading resumed is queued.
+        var resumeQueued = false
+        /// The input is at its cap and the handler consumed none of it.
+        var inputFull = false
+        /// ``closeAfterFlush()`` was called: nothing more is handed over, and the connection
         /// closes once its output is written.
         var closeWhenFlushed = false
-        /// The handler paused reading (``pauseReading()``).
-        var readPausedByHandler = false
-        /// Reading paused because the server's connections hold more buffer bytes than their
-        /// budget.
-        var readPausedForBudget = false
-        /// Whether `EV_READ` is enabled on the bufferevent.
-        var readEnabled = false
-        /// Buffer bytes last added to the server's total.
-        var reportedBufferBytes = 0
-        /// When the first byte of the incomplete line in the input arrived, if there is one.
-        var partialLineSince: Instant?
-        /// Whether the line timer is pending.
-        var lineTimerArmed = false
-        /// A job that frames input left buffered when reading resumed is queued.
-        var resumeQueued = false
-        /// The connection used up its turn: reading waits for the loop's next pass, where a
-        /// timer frames the rest of its input.
-        var readPausedForTurn = false
-        /// Why the connection closes once flushed, when not the default.
         var closeReason: CloseReason?
+        /// The output is written and the sending side shut: reading and dropping until the
+        /// peer closes or the linger ends.
+        var lingering = false
+        var lingerBytes = 0
+        var lingerUntil: Instant = .zero
+        /// The handler has requests in flight: silence from the peer is not idleness.
+        var awaitingReplies = false
+        /// Buffer bytes last added to the accounting's total.
+        var reportedBytes = 0
+        /// The timed frame: its timeout and when it began (nil: none, or paused).
+        var frameTimeout: Duration?
+        var frameSince: Instant?
+        /// When the last bytes were read, and when the socket last took output.
+        var lastRead: Instant = .zero
+        var lastWritten: Instant = .zero
+        /// The instant the timer event is armed for, if it is.
+        var timerArmedAt: Instant?
     }
-
-    private var bufferEvent: OpaquePointer? {
-        get { hot.pointee.bufferEvent }
-        set { hot.pointee.bufferEvent = newValue }
-    }
-    /// Writes made while a read batch is being framed collect here and move to the
-    /// bufferevent's output in one `evbuffer_add_buffer` when the batch ends: one lock and one
-    /// output callback per batch instead of per write. An evbuffer of its own without a lock
-    /// (loop thread only); empty outside ``readable()``.
-    private let staging: OpaquePointer
-    /// Whether ``readable()`` is framing a batch (writes go to `staging`).
-    private var batching: Bool {
-        get { hot.pointee.batching }
-        set { hot.pointee.batching = newValue }
-    }
-    private var framer: LineFramer
-    private var handler: (any TCPConnectionHandler)?
-    private let configuration: TCPConfiguration
-    private var readPausedForBackpressure: Bool {
-        get { hot.pointee.readPausedForBackpressure }
-        set { hot.pointee.readPausedForBackpressure = newValue }
-    }
-    private var closeWhenFlushed: Bool {
-        get { hot.pointee.closeWhenFlushed }
-        set { hot.pointee.closeWhenFlushed = newValue }
-    }
-    private var inputEnded = false
-    private let onClose: (TCPConnection) -> Void
-    private let accounting: ConnectionAccounting?
-    /// The line-timeout timer (a libevent timer on the loop's base), made on first use.
-    private var lineTimer: OpaquePointer?
 
     /// Whether the connection is open (loop thread only).
-    public var isOpen: Bool { bufferEvent != nil }
-
-    /// Whether reading is paused because the peer is not draining our output.
-    public var isReadingPaused: Bool { readPausedForBackpressure }
+    public var isOpen: Bool { state.pointee.open }
 
     init(
         loop: EventLoop,
@@ -158,25 +141,27 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         self.id = id
         self.remoteAddress = remoteAddress
         self.configuration = configuration
-        self.framer = LineFramer(maximumLineLength: configuration.maximumLineLength)
         self.onClose = onClose
         self.accounting = accounting
         Self.setConnectionOptions(socket)
-        guard let staging = evbuffer_new() else {
-            evutil_closesocket(socket)
-            throw EventLoopError(code: .baseCreationFailed, message: "evbuffer_new failed", input: remoteAddress)
+        evutil_make_socket_nonblocking(socket)
+        evutil_make_socket_closeonexec(socket)
+        self.state = .allocate(capacity: 1)
+        state.initialize(to: State(socket: socket))
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard let read = event_new(loop.base, socket, Int16(EV_READ | EV_PERSIST), tcpConnectionReadCallback, context),
+            let write = event_new(loop.base, socket, Int16(EV_WRITE | EV_PERSIST), tcpConnectionWriteCallback, context)
+        else {
+            systemClose(socket)
+            state.deinitialize(count: 1)
+            state.deallocate()
+            throw EventLoopError(code: .baseCreationFailed, message: "event_new failed for a connection", input: remoteAddress)
         }
-        guard let bufferEvent = bufferevent_socket_new(loop.base, socket, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
-            evbuffer_free(staging)
-            evutil_closesocket(socket)
-            throw EventLoopError(code: .baseCreationFailed, message: "bufferevent_socket_new failed", input: remoteAddress)
-        }
-        self.staging = staging
-        self.hot = .allocate(capacity: 1)
-        hot.initialize(to: HotState(bufferEvent: bufferEvent, socket: socket))
+        state.pointee.readEvent = read
+        state.pointee.writeEvent = write
     }
 
-    /// The options every connection's socket gets, accepted or opened: `TCP_NODELAY` (a reply
+    /// The options every connection's socket gets, accepted or opened: `TCP_NODELAY` (an answer
     /// is one small write and must not wait for an ACK), and on Darwin `SO_NOSIGPIPE`, because
     /// Darwin sends SIGPIPE to the process rather than to the writing thread, so the loop
     /// threads' blocked mask does not cover it there.
@@ -189,34 +174,26 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     }
 
     deinit {
-        evbuffer_free(staging)
-        hot.deinitialize(count: 1)
-        hot.deallocate()
+        state.pointee.input.release()
+        state.pointee.output.release()
+        state.deinitialize(count: 1)
+        state.deallocate()
     }
 
     public var description: String { "TCPConnection(\(id), \(remoteAddress))" }
 
     /// Starts reading and tells the handler the connection is open.
     func start(handler: any TCPConnectionHandler) {
-        guard let bufferEvent else { return }
-        self.handler = handler
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        bufferevent_setcb(bufferEvent, tcpConnectionReadCallback, tcpConnectionWriteCallback, tcpConnectionEventCallback, context)
-        // The write callback runs when the output has drained to the low watermark.
-        bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), configuration.outputLowWatermark, 0)
-        if let idle = configuration.idleTimeout {
-            // Reading: nothing arrived for `idle`. Writing (armed only while output waits for
-            // the socket): the peer took none of it for `idle`, so a client that stops reading
-            // cannot hold the connection, paused for backpressure, forever.
-            var tv = timeval(duration: idle)
-            bufferevent_set_timeouts(bufferEvent, &tv, &tv)
-        }
+        guard isOpen else { return }
+        state.pointee.handler = handler
+        let now = loop.now
+        state.pointee.lastRead = now
+        state.pointee.lastWritten = now
         loop.registerForShutdown(self)
         handler.connectionOpened(self)
-        if self.bufferEvent != nil {
-            bufferevent_enable(bufferEvent, Int16(EV_WRITE))
-            updateReading()
-        }
+        guard isOpen else { return }
+        updateReading()
+        armTimerIfNeeded()
     }
 
     // MARK: - Writing
@@ -226,14 +203,22 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     @discardableResult
     public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         loop.assertInEventLoop()
-        guard let bufferEvent, let base = bytes.baseAddress else { return bufferEvent != nil }
-        if batching {
-            // `readable()` checks the watermark once per window of input it frames.
-            evbuffer_add(staging, base, bytes.count)
-            return true
+        guard state.pointee.open else { return false }
+        if state.pointee.lingering { return true }
+        if state.pointee.offering {
+            loop.scratch.staging.append(bytes)
+        } else if state.pointee.output.isEmpty {
+            let written = send(bytes)
+            guard state.pointee.open else { return false }
+            if written < bytes.count {
+                state.pointee.output.append(UnsafeRawBufferPointer(rebasing: bytes[written...]))
+                enableWriting()
+            }
+        } else {
+            state.pointee.output.append(bytes)
         }
-        evbuffer_add(bufferevent_get_output(bufferEvent), base, bytes.count)
-        applyBackpressure(bufferEvent)
+        applyBackpressure()
+        if !state.pointee.offering { accountBuffers() }
         return true
     }
 
@@ -249,184 +234,405 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
 
     /// Output bytes not yet written to the socket.
     public var pendingOutputBytes: Int {
-        guard let bufferEvent else { return 0 }
-        return evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
+        state.pointee.output.count + (state.pointee.offering ? loop.scratch.staging.count : 0)
     }
 
-    /// Sends the writes collected during a read batch. May close the connection (a failed
-    /// write): callers check ``isOpen`` afterwards.
-    ///
-    /// When nothing older is waiting in the output, the batch goes straight to the socket with
-    /// one `writev`, and only what the socket does not take moves to the bufferevent's output.
-    /// Handing every batch to the bufferevent would register for writability and unregister
-    /// again once it is written: two `epoll_ctl` calls per batch for a socket that is almost
-    /// always writable.
-    private func flushStaging() {
-        guard let bufferEvent, evbuffer_get_length(staging) > 0 else { return }
-        let output = bufferevent_get_output(bufferEvent)
-        if evbuffer_get_length(output) == 0 {
-            // Drains what it wrote from `staging`; -1 leaves `staging` whole.
-            if evbuffer_write(staging, hot.pointee.socket) < 0 {
-                let failure = errno
-                if failure != EAGAIN && failure != EWOULDBLOCK && failure != EINTR {
-                    // The first write after a reset takes the reset (ECONNRESET); report that
-                    // rather than the EPIPE a retry by the bufferevent would see.
-                    finish(.error(failure))
-                    return
-                }
+    /// Writes what it can of `bytes` to the socket now; returns how many it took. A failed
+    /// write (other than a full socket) closes the connection.
+    private func send(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return 0 }
+        var written = 0
+        while written < bytes.count {
+            let result = systemWrite(state.pointee.socket, base + written, bytes.count - written)
+            if result > 0 {
+                written += result
+                continue
             }
-            if evbuffer_get_length(staging) == 0 { return }
+            let failure = errno
+            if result < 0 && failure == EINTR { continue }
+            if result < 0 && (failure == EAGAIN || failure == EWOULDBLOCK) { break }
+            finish(.error(result < 0 ? failure : EPIPE))
+            return written
         }
-        evbuffer_add_buffer(output, staging)
+        if written > 0 { state.pointee.lastWritten = loop.now }
+        return written
     }
 
-    private func applyBackpressure(_ bufferEvent: OpaquePointer) {
-        if !readPausedForBackpressure,
-            evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
-                > configuration.outputHighWatermark
-        {
-            readPausedForBackpressure = true
+    /// Sends what the handler wrote while it was handed bytes: straight to the socket when
+    /// nothing older waits, else behind the older output.
+    private func flushStaging() {
+        let staging = loop.scratch.staging.readable
+        guard !staging.isEmpty else { return }
+        defer { loop.scratch.staging.removeAll() }
+        guard state.pointee.open, !state.pointee.lingering else { return }
+        if state.pointee.output.isEmpty {
+            let written = send(staging)
+            guard state.pointee.open else { return }
+            if written < staging.count {
+                state.pointee.output.append(UnsafeRawBufferPointer(rebasing: staging[written...]))
+                enableWriting()
+            }
+        } else {
+            state.pointee.output.append(staging)
+        }
+    }
+
+    /// Output is waiting: watches for the socket to take more, and starts the clock of a peer
+    /// that takes none of it.
+    private func enableWriting() {
+        guard !state.pointee.writeEnabled, let event = state.pointee.writeEvent else { return }
+        state.pointee.writeEnabled = true
+        state.pointee.lastWritten = loop.now
+        event_add(event, nil)
+        armTimerIfNeeded()
+    }
+
+    private func disableWriting() {
+        guard state.pointee.writeEnabled, let event = state.pointee.writeEvent else { return }
+        state.pointee.writeEnabled = false
+        event_del(event)
+    }
+
+    /// Pauses reading once the output is over the high watermark; resumes it (and hands over
+    /// what was read meanwhile, from a job of its own) once it is at or below the low one.
+    private func applyBackpressure() {
+        if state.pointee.pausedForBackpressure {
+            guard !state.pointee.offering, pendingOutputBytes <= configuration.outputLowWatermark else { return }
+            state.pointee.pausedForBackpressure = false
+            updateReading()
+            offerInputLater()
+        } else if pendingOutputBytes > configuration.outputHighWatermark {
+            state.pointee.pausedForBackpressure = true
             updateReading()
         }
     }
 
     // MARK: - Pausing
 
-    /// Stops handing lines to the handler and reading from the socket until
-    /// ``resumeReading()`` (loop thread only); lines already read wait in the input. A handler
-    /// pauses, for example, while its requests in flight are at their cap.
+    /// Stops handing bytes to the handler and reading the socket until ``resumeReading()``
+    /// (loop thread only); bytes already read wait. A handler pauses, for example, while its
+    /// requests in flight are at their cap.
     public func pauseReading() {
         loop.assertInEventLoop()
-        guard bufferEvent != nil, !hot.pointee.readPausedByHandler else { return }
-        hot.pointee.readPausedByHandler = true
+        guard isOpen, !state.pointee.pausedByHandler else { return }
+        state.pointee.pausedByHandler = true
         updateReading()
     }
 
-    /// Undoes ``pauseReading()``: lines already read are handed over (from a job of their own,
+    /// Undoes ``pauseReading()``: bytes already read are handed over (from a job of their own,
     /// never from inside this call), then reading goes on.
     public func resumeReading() {
         loop.assertInEventLoop()
-        guard bufferEvent != nil, hot.pointee.readPausedByHandler else { return }
-        hot.pointee.readPausedByHandler = false
+        guard isOpen, state.pointee.pausedByHandler else { return }
+        state.pointee.pausedByHandler = false
         updateReading()
-        frameBufferedInputLater()
+        offerInputLater()
     }
+
+    /// Ends the handler's turn: what it has not consumed waits, unread, for the loop's next
+    /// pass, after the loop has served its other connections. A handler calls it when it has
+    /// handled input for ``TCPConfiguration/turnDuration`` and more is left.
+    public func yieldTurn() {
+        loop.assertInEventLoop()
+        guard isOpen, !state.pointee.pausedForTurn else { return }
+        state.pointee.pausedForTurn = true
+        updateReading()
+        _ = loop.schedule(after: .zero) { [self] in
+            guard state.pointee.pausedForTurn else { return }
+            state.pointee.pausedForTurn = false
+            guard isOpen else { return }
+            updateReading()
+            if !readingPaused { offerInput() }
+        }
+    }
+
+    /// Whether reading is paused because the peer is not taking its output.
+    public var isReadingPaused: Bool { state.pointee.pausedForBackpressure }
 
     /// Whether the handler paused reading.
-    public var isReadingPausedByHandler: Bool { hot.pointee.readPausedByHandler }
+    public var isReadingPausedByHandler: Bool { state.pointee.pausedByHandler }
 
-    /// Whether reading is paused for any reason: backpressure, the handler, the server's
-    /// buffer budget, or closing.
+    /// Whether the handler should go on consuming the bytes it was handed: the connection is
+    /// open, nothing paused it and it is not closing.
+    public var acceptsInput: Bool { state.pointee.open && !readingPaused }
+
+    /// While set, a peer that sends nothing is not idle: the handler owes it answers (its
+    /// requests are in flight). The idle timeout still closes a connection that takes none of
+    /// its pending output.
+    public var isAwaitingReplies: Bool {
+        get { state.pointee.awaitingReplies }
+        set {
+            guard state.pointee.awaitingReplies != newValue else { return }
+            state.pointee.awaitingReplies = newValue
+            // Silence counts from now, not from the last read before the replies were due.
+            if !newValue { state.pointee.lastRead = loop.now }
+        }
+    }
+
     private var readingPaused: Bool {
-        readPausedForBackpressure || hot.pointee.readPausedByHandler || hot.pointee.readPausedForBudget
-            || hot.pointee.readPausedForTurn || closeWhenFlushed
+        let s = state.pointee
+        return s.pausedByHandler || s.pausedForBackpressure || s.pausedForBudget || s.pausedForTurn || s.inputFull
+            || s.closeWhenFlushed
     }
 
-    /// Enables `EV_READ` exactly when nothing pauses reading and input has not ended.
+    /// Adds the read event exactly when nothing pauses reading and input has not ended (or when
+    /// lingering, to drop what the peer still sends).
     private func updateReading() {
-        guard let bufferEvent else { return }
-        let wanted = !readingPaused && !inputEnded
-        guard wanted != hot.pointee.readEnabled else { return }
-        hot.pointee.readEnabled = wanted
+        guard state.pointee.open, let event = state.pointee.readEvent else { return }
+        let wanted = state.pointee.lingering || (!readingPaused && !state.pointee.inputEnded)
+        guard wanted != state.pointee.readEnabled else { return }
+        state.pointee.readEnabled = wanted
         if wanted {
-            bufferevent_enable(bufferEvent, Int16(EV_READ))
+            event_add(event, nil)
+            // Silence is measured while reading.
+            state.pointee.lastRead = loop.now
+            armTimerIfNeeded()
         } else {
-            bufferevent_disable(bufferEvent, Int16(EV_READ))
-            // Time paused is not the peer's: the line timer restarts when reading does.
-            hot.pointee.partialLineSince = nil
+            event_del(event)
+            // Time paused is not the peer's: the frame's clock restarts when reading does.
+            state.pointee.frameSince = nil
         }
     }
 
-    /// Frames input already buffered, which no read event will announce, from a job of its
+    /// Hands over input already read, which no read event will announce, from a job of its
     /// own once reading has resumed.
-    private func frameBufferedInputLater() {
-        guard let bufferEvent, !hot.pointee.resumeQueued,
-            evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
-        else { return }
-        hot.pointee.resumeQueued = true
+    private func offerInputLater() {
+        guard isOpen, !state.pointee.resumeQueued, !state.pointee.input.isEmpty else { return }
+        state.pointee.resumeQueued = true
         loop.execute { [self] in
-            hot.pointee.resumeQueued = false
-            if !readingPaused { readable() }
+            state.pointee.resumeQueued = false
+            if isOpen, !readingPaused { offerInput() }
         }
     }
 
-    // MARK: - The server's buffer budget
+    // MARK: - Reading
 
-    /// Reports this connection's buffer bytes to the server's total; pauses reading while the
-    /// total is over the budget, and checks again every few milliseconds until it is not.
+    fileprivate func readable() {
+        guard state.pointee.open else { return }
+        if state.pointee.lingering {
+            drainWhileLingering()
+            return
+        }
+        guard !readingPaused, !state.pointee.inputEnded else { return }
+        let fromScratch = state.pointee.input.isEmpty
+        let space: UnsafeMutableRawBufferPointer
+        let count: Int
+        if fromScratch {
+            space = loop.scratch.read
+            count = min(space.count, Self.readSize)
+        } else {
+            let room = configuration.maximumBufferedInput - state.pointee.input.count
+            guard room > 0 else {
+                // The handler left a full buffer and consumed none of it: wait for it.
+                state.pointee.inputFull = true
+                updateReading()
+                return
+            }
+            space = state.pointee.input.writableSpace(minimum: min(room, Self.readSize))
+            count = min(space.count, room, Self.readSize)
+        }
+        var result: Int
+        repeat {
+            result = systemRead(state.pointee.socket, space.baseAddress, count)
+        } while result < 0 && errno == EINTR
+        if result > 0 {
+            state.pointee.lastRead = loop.now
+            if fromScratch {
+                offer(UnsafeRawBufferPointer(start: space.baseAddress, count: result), fromScratch: true)
+            } else {
+                state.pointee.input.commit(result)
+                offerInput()
+            }
+            return
+        }
+        if result == 0 {
+            state.pointee.inputEnded = true
+            updateReading()
+            state.pointee.handler?.connectionInputEnded(self)
+            return
+        }
+        let failure = errno
+        if failure == EAGAIN || failure == EWOULDBLOCK { return }
+        finish(.error(failure))
+    }
+
+    /// Hands the input left from earlier to the handler.
+    private func offerInput() {
+        guard isOpen, !state.pointee.input.isEmpty else { return }
+        offer(state.pointee.input.readable, fromScratch: false)
+    }
+
+    /// Hands `window` to the handler and keeps what it leaves.
+    private func offer(_ window: UnsafeRawBufferPointer, fromScratch: Bool) {
+        guard let handler = state.pointee.handler else { return }
+        state.pointee.offering = true
+        let consumed = min(max(handler.connection(self, received: window), 0), window.count)
+        state.pointee.offering = false
+        guard state.pointee.open else {
+            // Closed while the handler worked: what it wrote and what it left go.
+            loop.scratch.staging.removeAll()
+            state.pointee.input.release()
+            return
+        }
+        if fromScratch {
+            if consumed < window.count {
+                state.pointee.input.append(UnsafeRawBufferPointer(rebasing: window[consumed...]))
+            }
+        } else {
+            state.pointee.input.consume(consumed)
+        }
+        if state.pointee.inputFull == false, consumed == 0, state.pointee.input.count >= configuration.maximumBufferedInput {
+            state.pointee.inputFull = true
+            updateReading()
+        } else if state.pointee.inputFull, consumed > 0 {
+            state.pointee.inputFull = false
+            updateReading()
+        }
+        flushStaging()
+        guard state.pointee.open else { return }
+        applyBackpressure()
+        accountBuffers()
+        armTimerIfNeeded()
+    }
+
+    // MARK: - Frames and timers
+
+    /// Times the frame the handler has begun and not finished (a line, an HTTP head or body):
+    /// it must complete within `timeout` of its first byte, or the handler hears
+    /// ``TCPConnectionHandler/connectionFrameTimedOut(_:)`` and the connection closes. `nil`
+    /// says no frame is pending. `restart` starts the clock again (a new frame began). Time
+    /// spent with reading paused does not count.
+    public func timeFrame(_ timeout: Duration?, restart: Bool = false) {
+        guard let timeout else {
+            state.pointee.frameTimeout = nil
+            state.pointee.frameSince = nil
+            return
+        }
+        state.pointee.frameTimeout = timeout
+        if restart || state.pointee.frameSince == nil {
+            state.pointee.frameSince = readingPaused ? nil : loop.now
+        }
+        armTimerIfNeeded()
+    }
+
+    /// The earliest instant one of the connection's clocks runs out: its frame, its silence,
+    /// its stalled output or its linger.
+    private var nextDeadline: Instant? {
+        let s = state.pointee
+        var next: Instant?
+        func consider(_ instant: Instant) {
+            if next.map({ instant < $0 }) ?? true { next = instant }
+        }
+        if s.lingering {
+            consider(s.lingerUntil)
+            return next
+        }
+        if let timeout = s.frameTimeout, let since = s.frameSince { consider(since + timeout) }
+        if let idle = configuration.idleTimeout {
+            if s.readEnabled && !s.awaitingReplies { consider(s.lastRead + idle) }
+            if !s.output.isEmpty { consider(s.lastWritten + idle) }
+        }
+        return next
+    }
+
+    /// Arms the timer for the next deadline when it is not armed for that instant or earlier.
+    /// A timer that fires early (its deadline moved later) only re-arms.
+    private func armTimerIfNeeded() {
+        guard state.pointee.open, let deadline = nextDeadline else { return }
+        if let armed = state.pointee.timerArmedAt, armed <= deadline { return }
+        if state.pointee.timerEvent == nil {
+            state.pointee.timerEvent = event_new(loop.base, -1, 0, tcpConnectionTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        }
+        guard let event = state.pointee.timerEvent else { return }
+        let delay = max(.zero, deadline - EventLoop.monotonicNow())
+        var tv = timeval(duration: delay)
+        event_add(event, &tv)
+        state.pointee.timerArmedAt = deadline
+    }
+
+    fileprivate func timerFired() {
+        state.pointee.timerArmedAt = nil
+        guard state.pointee.open else { return }
+        let now = EventLoop.monotonicNow()
+        let s = state.pointee
+        if s.lingering {
+            if now >= s.lingerUntil {
+                finish(flushedCloseReason)
+                return
+            }
+        } else {
+            if let timeout = s.frameTimeout, let since = s.frameSince, now >= since + timeout {
+                state.pointee.frameTimeout = nil
+                state.pointee.frameSince = nil
+                state.pointee.handler?.connectionFrameTimedOut(self)
+                close(afterFlushWith: .frameTimeout)
+                return
+            }
+            if let idle = configuration.idleTimeout {
+                let silent = s.readEnabled && !s.awaitingReplies && now >= s.lastRead + idle
+                let stalled = !s.output.isEmpty && now >= s.lastWritten + idle
+                if silent || stalled {
+                    finish(.idleTimeout)
+                    return
+                }
+            }
+        }
+        armTimerIfNeeded()
+    }
+
+    // MARK: - The process's buffer budget
+
+    /// Reports this connection's buffer bytes to the accounting's total; pauses reading while
+    /// the total is over the budget, and checks again every few milliseconds until it is not.
     private func accountBuffers() {
-        guard let accounting, let bufferEvent else { return }
-        let held = evbuffer_get_length(bufferevent_get_input(bufferEvent))
-            + evbuffer_get_length(bufferevent_get_output(bufferEvent)) + evbuffer_get_length(staging)
-        let delta = held - hot.pointee.reportedBufferBytes
-        hot.pointee.reportedBufferBytes = held
-        guard accounting.addBufferBytes(delta), !hot.pointee.readPausedForBudget else { return }
-        hot.pointee.readPausedForBudget = true
+        guard let accounting else { return }
+        let held = state.pointee.input.count + state.pointee.output.count
+        let delta = held - state.pointee.reportedBytes
+        state.pointee.reportedBytes = held
+        guard accounting.addBufferBytes(delta), !state.pointee.pausedForBudget else { return }
+        state.pointee.pausedForBudget = true
         updateReading()
         recheckBudgetLater()
     }
 
     private func recheckBudgetLater() {
         _ = loop.schedule(after: .milliseconds(5)) { [self] in
-            guard bufferEvent != nil, hot.pointee.readPausedForBudget else { return }
+            guard isOpen, state.pointee.pausedForBudget else { return }
             if accounting?.isOverBufferBudget == true {
                 recheckBudgetLater()
                 return
             }
-            hot.pointee.readPausedForBudget = false
+            state.pointee.pausedForBudget = false
             updateReading()
-            frameBufferedInputLater()
+            offerInputLater()
         }
     }
 
-    /// Takes this connection's bytes out of the server's total (it closed).
     private func releaseBuffers() {
-        guard let accounting, hot.pointee.reportedBufferBytes != 0 else { return }
-        _ = accounting.addBufferBytes(-hot.pointee.reportedBufferBytes)
-        hot.pointee.reportedBufferBytes = 0
+        guard let accounting, state.pointee.reportedBytes != 0 else { return }
+        _ = accounting.addBufferBytes(-state.pointee.reportedBytes)
+        state.pointee.reportedBytes = 0
     }
 
-    // MARK: - Line timeout
+    // MARK: - Writable
 
-    /// After a batch: starts timing the incomplete line left in the input (or the overlong
-    /// line being skipped), or stops when none is left. `completedLines` says whether the
-    /// batch completed any line, so a leftover is a new line.
-    private func timeIncompleteLine(completedLines: Bool) {
-        guard let lineTimeout = configuration.lineTimeout, let bufferEvent else { return }
-        if completedLines { hot.pointee.partialLineSince = nil }
-        let incomplete = !readingPaused
-            && (framer.isSkipping || evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0)
-        guard incomplete else {
-            hot.pointee.partialLineSince = nil
-            return
+    fileprivate func writable() {
+        guard state.pointee.open else { return }
+        let pending = state.pointee.output.readable
+        if !pending.isEmpty {
+            let written = send(pending)
+            guard state.pointee.open else { return }
+            state.pointee.output.consume(written)
         }
-        if hot.pointee.partialLineSince == nil { hot.pointee.partialLineSince = loop.now }
-        if !hot.pointee.lineTimerArmed { armLineTimer(after: lineTimeout) }
-    }
-
-    private func armLineTimer(after delay: Duration) {
-        if lineTimer == nil {
-            lineTimer = event_new(loop.base, -1, 0, tcpConnectionLineTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        if state.pointee.output.isEmpty {
+            disableWriting()
+            if state.pointee.closeWhenFlushed {
+                beginLingering()
+                return
+            }
         }
-        guard let lineTimer else { return }
-        var tv = timeval(duration: delay)
-        event_add(lineTimer, &tv)
-        hot.pointee.lineTimerArmed = true
-    }
-
-    fileprivate func lineTimerFired() {
-        hot.pointee.lineTimerArmed = false
-        guard bufferEvent != nil, let lineTimeout = configuration.lineTimeout,
-            let since = hot.pointee.partialLineSince, !readingPaused
-        else { return }
-        let waited = EventLoop.monotonicNow() - since
-        if waited < lineTimeout {
-            armLineTimer(after: lineTimeout - waited)
-            return
-        }
-        hot.pointee.partialLineSince = nil
-        handler?.connectionLineTimedOut(self)
-        close(afterFlushWith: .lineTimeout)
+        applyBackpressure()
+        accountBuffers()
     }
 
     // MARK: - Closing
@@ -441,31 +647,72 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         finish(.closedLocally)
     }
 
-    /// Stops reading and closes the connection once its output has been written. Lines already
-    /// read but not yet handed to the handler are dropped, so what is handled does not depend
-    /// on how the input happened to be batched.
+    /// Stops handing bytes to the handler and closes the connection once its output has been
+    /// written. Bytes already read but not yet consumed are dropped.
     public func closeAfterFlush() {
         loop.assertInEventLoop()
         close(afterFlushWith: nil)
     }
 
     private func close(afterFlushWith reason: CloseReason?) {
-        guard bufferEvent != nil else { return }
-        closeWhenFlushed = true
-        if let reason { hot.pointee.closeReason = reason }
-        flushStaging()
-        guard let bufferEvent else { return }
+        guard state.pointee.open, !state.pointee.closeWhenFlushed else { return }
+        state.pointee.closeWhenFlushed = true
+        if let reason { state.pointee.closeReason = reason }
         updateReading()
-        if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-            finish(flushedCloseReason)
+        if state.pointee.offering {
+            // The handler is still working: its writes are flushed when it returns, and the
+            // write event finishes the close.
+            enableWriting()
+            return
+        }
+        if state.pointee.output.isEmpty {
+            beginLingering()
         } else {
-            bufferevent_setwatermark(bufferEvent, Int16(EV_WRITE), 0, 0)
+            enableWriting()
+        }
+    }
+
+    /// The output is written: shuts the sending side and drops what the peer still sends for
+    /// a short while, so the peer reads the last answer before it sees the connection close.
+    /// A peer that has already closed its side is closed at once.
+    private func beginLingering() {
+        guard state.pointee.open else { return }
+        if state.pointee.inputEnded {
+            finish(flushedCloseReason)
+            return
+        }
+        _ = shutdown(state.pointee.socket, Int32(SHUT_WR))
+        state.pointee.lingering = true
+        state.pointee.lingerUntil = EventLoop.monotonicNow() + Self.lingerDuration
+        state.pointee.input.release()
+        accountBuffers()
+        updateReading()
+        armTimerIfNeeded()
+    }
+
+    private func drainWhileLingering() {
+        let space = loop.scratch.read
+        while true {
+            let result = systemRead(state.pointee.socket, space.baseAddress, space.count)
+            if result > 0 {
+                state.pointee.lingerBytes += result
+                if state.pointee.lingerBytes > Self.lingerBytes {
+                    finish(flushedCloseReason)
+                    return
+                }
+                continue
+            }
+            if result < 0 && errno == EINTR { continue }
+            if result < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            // End of stream or an error (a reset): the peer has what it will read.
+            finish(flushedCloseReason)
+            return
         }
     }
 
     /// Why a connection closing after its output was written closes.
     private var flushedCloseReason: CloseReason {
-        hot.pointee.closeReason ?? (inputEnded ? .endOfStream : .closedLocally)
+        state.pointee.closeReason ?? (state.pointee.inputEnded ? .endOfStream : .closedLocally)
     }
 
     public func closeForShutdown() {
@@ -473,149 +720,30 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     }
 
     private func finish(_ reason: CloseReason) {
-        guard let bufferEvent else { return }
-        self.bufferEvent = nil
-        evbuffer_drain(staging, evbuffer_get_length(staging))
-        releaseBuffers()
-        if let lineTimer {
-            event_free(lineTimer)
-            self.lineTimer = nil
+        guard state.pointee.open else { return }
+        state.pointee.open = false
+        for event in [state.pointee.readEvent, state.pointee.writeEvent, state.pointee.timerEvent] {
+            if let event {
+                event_del(event)
+                event_free(event)
+            }
         }
-        bufferevent_free(bufferEvent)
+        state.pointee.readEvent = nil
+        state.pointee.writeEvent = nil
+        state.pointee.timerEvent = nil
+        systemClose(state.pointee.socket)
+        state.pointee.socket = -1
+        if !state.pointee.offering {
+            // While the handler is being handed bytes, they are its input: freed when it returns.
+            state.pointee.input.release()
+        }
+        state.pointee.output.release()
+        releaseBuffers()
         loop.unregisterForShutdown(self)
-        let handler = self.handler
-        self.handler = nil
+        let handler = state.pointee.handler
+        state.pointee.handler = nil
         onClose(self)
         handler?.connectionClosed(self, reason: reason)
-    }
-
-    // MARK: - Callbacks (loop thread)
-
-    fileprivate func readable() {
-        var completedLines = false
-        let turnEnds = configuration.turnDuration.map { EventLoop.monotonicNow() + $0 }
-        repeat {
-            completedLines = frameInput(until: turnEnds) || completedLines
-            flushStaging()
-        } while resumeReadingIfDrained()
-        if !hot.pointee.readPausedForTurn { timeIncompleteLine(completedLines: completedLines) }
-        accountBuffers()
-    }
-
-    /// Lines handled between two looks at the clock while a turn lasts.
-    private static let linesPerClockCheck = 16
-
-    /// The connection's turn is over with input left: reading pauses, and a timer of the
-    /// loop's next pass (after it has polled every socket) goes on with the input.
-    private func yieldTurn() {
-        guard !hot.pointee.readPausedForTurn else { return }
-        hot.pointee.readPausedForTurn = true
-        updateReading()
-        _ = loop.schedule(after: .zero) { [self] in
-            guard hot.pointee.readPausedForTurn else { return }
-            hot.pointee.readPausedForTurn = false
-            guard bufferEvent != nil else { return }
-            updateReading()
-            if !readingPaused { readable() }
-        }
-    }
-
-    /// Hands the buffered input's lines to the handler until it runs out, the connection
-    /// closes or reading pauses; writes made meanwhile collect in `staging`. Returns whether
-    /// any line (or overlong line) was handed over.
-    @discardableResult
-    private func frameInput(until turnEnds: Instant?) -> Bool {
-        guard let bufferEvent else { return false }
-        var handed = false
-        var sinceClockCheck = 0
-        var turnOver = false
-        let input = bufferevent_get_input(bufferEvent)
-        batching = true
-        defer { batching = false }
-        // A window of at least one overlong line, so the framer can always make progress, and
-        // not the whole buffer, so a huge line is not copied again on every read.
-        let window = max(64 << 10, framer.overlongThreshold)
-        while handlesInput {
-            let available = evbuffer_get_length(input)
-            if available == 0 { break }
-            let size = min(available, window)
-            guard let start = evbuffer_pullup(input, size) else { break }
-            let bytes = UnsafeRawBufferPointer(start: start, count: size)
-            guard let handler else { break }
-            let consumed = framer.consume(bytes) { event in
-                handed = true
-                switch event {
-                case .line(let line):
-                    handler.connection(self, received: line)
-                case .overlong:
-                    handler.connectionReceivedOverlongLine(self)
-                }
-                if let turnEnds {
-                    sinceClockCheck += 1
-                    if sinceClockCheck == Self.linesPerClockCheck {
-                        sinceClockCheck = 0
-                        turnOver = EventLoop.monotonicNow() >= turnEnds
-                    }
-                }
-                return self.handlesInput && !turnOver
-            }
-            guard self.bufferEvent != nil else { return handed }
-            evbuffer_drain(input, consumed)
-            applyBackpressure(bufferEvent)
-            if turnOver {
-                if handlesInput && evbuffer_get_length(input) > 0 { yieldTurn() }
-                break
-            }
-            if consumed == 0 { break }
-        }
-        return handed
-    }
-
-    /// Whether lines read are handed to the handler: open, not paused, and not closing after
-    /// ``closeAfterFlush()``.
-    private var handlesInput: Bool {
-        bufferEvent != nil && !readingPaused
-    }
-
-    /// Resumes reading paused for backpressure once the output is at or below the low
-    /// watermark. `true` when it resumed and input is already buffered, which no read event
-    /// will announce: the caller frames it.
-    private func resumeReadingIfDrained() -> Bool {
-        guard let bufferEvent, readPausedForBackpressure, !closeWhenFlushed,
-            evbuffer_get_length(bufferevent_get_output(bufferEvent)) <= configuration.outputLowWatermark
-        else { return false }
-        readPausedForBackpressure = false
-        updateReading()
-        return !readingPaused && evbuffer_get_length(bufferevent_get_input(bufferEvent)) > 0
-    }
-
-    fileprivate func writable() {
-        guard let bufferEvent else { return }
-        if closeWhenFlushed {
-            if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-                finish(flushedCloseReason)
-            }
-            return
-        }
-        if resumeReadingIfDrained() {
-            readable()
-        } else {
-            accountBuffers()
-        }
-    }
-
-    fileprivate func event(_ what: Int16) {
-        let what = Int32(what)
-        if what & BEV_EVENT_TIMEOUT != 0 {
-            finish(.idleTimeout)
-        } else if what & BEV_EVENT_EOF != 0 {
-            guard bufferEvent != nil, !inputEnded else { return }
-            inputEnded = true
-            updateReading()
-            handler?.connectionInputEnded(self)
-        } else if what & BEV_EVENT_ERROR != 0 {
-            finish(.error(errno))
-        }
     }
 }
 
@@ -627,22 +755,30 @@ extension timeval {
     }
 }
 
-private func tcpConnectionReadCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+private func tcpConnectionReadCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().readable()
 }
 
-private func tcpConnectionWriteCallback(_ bufferEvent: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+private func tcpConnectionWriteCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().writable()
 }
 
-private func tcpConnectionLineTimerCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+private func tcpConnectionTimerCallback(_ socket: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().lineTimerFired()
+    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().timerFired()
 }
 
-private func tcpConnectionEventCallback(_ bufferEvent: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    guard let context else { return }
-    Unmanaged<TCPConnection>.fromOpaque(context).takeUnretainedValue().event(what)
+// The libc calls under names that `TCPConnection`'s own methods do not shadow.
+private func systemRead(_ socket: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(socket, buffer, count)
+}
+
+private func systemWrite(_ socket: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    write(socket, buffer, count)
+}
+
+private func systemClose(_ socket: Int32) {
+    _ = close(socket)
 }

@@ -252,11 +252,10 @@ private func tcpListenerErrorCallback(_ listener: OpaquePointer?, _ context: Uns
     Unmanaged<TCPListener>.fromOpaque(context).takeUnretainedValue().acceptFailed(error)
 }
 
-/// The handler of a connection refused over the cap: it reads nothing that matters.
+/// The handler of a connection refused over the cap: what it reads is dropped.
 private final class RefusedConnection: TCPConnectionHandler {
     func connectionOpened(_ connection: TCPConnection) {}
-    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {}
-    func connectionReceivedOverlongLine(_ connection: TCPConnection) {}
+    func connection(_ connection: TCPConnection, received bytes: UnsafeRawBufferPointer) -> Int { bytes.count }
     func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
 }
 

@@ -1,12 +1,14 @@
 import Logging
 import SluiceCore
 
-/// A TCP line server on every loop of a group: one listener per loop on the same port
-/// (`SO_REUSEPORT`), connections on bufferevents, lines framed by ``LineFramer``.
+/// A TCP server on every loop of a group: one listener per loop on the same port
+/// (`SO_REUSEPORT`), each connection a bounded ``TCPConnection`` on the loop that accepted it,
+/// its bytes handed to a ``TCPConnectionHandler`` (or framed into lines for a
+/// ``TCPLineHandler``).
 ///
 /// ```swift
 /// let server = try await TCPServer.bind(group: group, configuration: .init(port: 7070)) { _ in
-///     EchoHandler()
+///     EchoLineHandler()
 /// }
 /// ```
 public final class TCPServer: Sendable {
@@ -30,8 +32,8 @@ public final class TCPServer: Sendable {
         self.listeners = listeners
     }
 
-    /// Binds a listener on every loop of `group`. `makeHandler` runs on the accepting loop's
-    /// thread, once per connection.
+    /// Binds a listener on every loop of `group`, framing each connection's bytes into lines
+    /// for the handler `makeLineHandler` makes for it (on the accepting loop's thread).
     ///
     /// - Parameters:
     ///   - group: the loops to listen on, one listener each, sharing the port.
@@ -42,7 +44,26 @@ public final class TCPServer: Sendable {
     ///     makes one from the configuration, for this server alone.
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
-    ///   - makeHandler: makes each connection's handler, on the accepting loop's thread.
+    ///   - makeLineHandler: makes each connection's line handler, on the accepting loop's thread.
+    /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
+    ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
+    public static func bind(
+        group: EventLoopGroup,
+        configuration: TCPConfiguration,
+        refusal: [UInt8] = [],
+        accounting: ConnectionAccounting? = nil,
+        logger: Logger = Logger(label: "sluice.tcp"),
+        makeLineHandler: @escaping @Sendable (TCPConnection) -> any TCPLineHandler
+    ) async throws -> TCPServer {
+        try await bind(group: group, configuration: configuration, refusal: refusal, accounting: accounting, logger: logger) {
+            LineFramingHandler(makeLineHandler($0), configuration: configuration)
+        }
+    }
+
+    /// Binds a listener on every loop of `group`, handing each connection's bytes to the
+    /// handler `makeHandler` makes for it (on the accepting loop's thread).
+    ///
+    /// - Parameters: as for the line server above; `makeHandler` makes a byte handler.
     /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(

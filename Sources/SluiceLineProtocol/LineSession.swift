@@ -36,7 +36,7 @@ extension TCPConnection: SessionTransport {}
 ///
 /// Feed it lines on its transport's loop; ``LineServer`` does so for every TCP connection, and
 /// ``LineServer/makeSession(transport:)`` lets tests and other transports do the same.
-public final class LineSession: TCPConnectionHandler, @unchecked Sendable {
+public final class LineSession: TCPLineHandler, @unchecked Sendable {
     // @unchecked Sendable: completions of requests decided on another loop call `deliver`, which
     // hops to the transport's loop before touching any state; everything else runs on that loop.
 

@@ -7,7 +7,7 @@ import Testing
 /// Server side for these tests: per line, writes what the line asks for.
 /// `later <text>` replies from a loop job after the read batch; `close-after <text>` replies and
 /// then closes after flushing, inside the batch; anything else is echoed at once.
-private final class ScriptedHandler: TCPConnectionHandler {
+private final class ScriptedHandler: TCPLineHandler {
     func connectionOpened(_ connection: TCPConnection) {}
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
@@ -31,7 +31,7 @@ private final class ScriptedHandler: TCPConnectionHandler {
 }
 
 /// Client side: collects lines and close reasons, from the loop thread.
-private final class CollectingHandler: TCPConnectionHandler, Sendable {
+private final class CollectingHandler: TCPLineHandler, Sendable {
     let lines = Mutex<[String]>([])
     let closed = Mutex<TCPConnection.CloseReason?>(nil)
 

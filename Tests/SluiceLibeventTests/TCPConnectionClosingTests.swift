@@ -14,7 +14,7 @@ private final class ClosingLog: Sendable {
 
 /// `big` writes 12 MB of 1000-byte lines; `close-after X` writes X, then `closeAfterFlush()`;
 /// anything else is echoed.
-private final class ClosingHandler: TCPConnectionHandler {
+private final class ClosingHandler: TCPLineHandler {
     let log: ClosingLog
     init(log: ClosingLog) { self.log = log }
 

@@ -13,7 +13,7 @@ private final class Observations: Sendable {
 }
 
 /// Echoes lines; reports an overlong line the way sluice-echo does.
-private final class TestEchoHandler: TCPConnectionHandler {
+private final class TestEchoHandler: TCPLineHandler {
     let observations: Observations
     init(observations: Observations) { self.observations = observations }
 
@@ -40,7 +40,7 @@ private final class TestEchoHandler: TCPConnectionHandler {
 /// Echoes lines, and at the first line queues a job on the loop that records how many lines
 /// the connection had handed over when it ran: a job queued on the loop runs once the current
 /// callback has returned, so the figure is how many lines one turn handled.
-private final class TurnProbeHandler: TCPConnectionHandler, Sendable {
+private final class TurnProbeHandler: TCPLineHandler, Sendable {
     let handled = Atomic<Int>(0)
     let handledWhenJobRan = Atomic<Int>(-1)
 

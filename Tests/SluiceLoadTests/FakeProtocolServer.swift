@@ -83,7 +83,7 @@ final class FakeProtocolServer: Sendable {
 }
 
 /// Replies through a ``FakeProtocolServer`` (or echoes raw lines).
-final class FakeHandler: TCPConnectionHandler {
+final class FakeHandler: TCPLineHandler {
     let server: FakeProtocolServer?
     let corruptRaw: Bool
     /// Whether this connection was counted in the server's `loadConnections`.

@@ -46,7 +46,7 @@ final class ControlConnection: Sendable {
 }
 
 /// Hands the next line to whoever waits for it.
-private final class ControlHandler: TCPConnectionHandler, @unchecked Sendable {
+private final class ControlHandler: TCPLineHandler, @unchecked Sendable {
     // @unchecked Sendable: `waiting` and `timer` are read and written on the connection's loop
     // thread only (the handler callbacks and the closure `request` enqueues there).
     var waiting: CheckedContinuation<String?, Never>?

@@ -13,7 +13,7 @@ import Darwin
 
 /// One load connection: sends requests, matches replies by id (or in order, raw echo),
 /// records latency and checks every reply. All methods run on its loop's thread.
-final class LoadConnection: TCPConnectionHandler, LoadClient {
+final class LoadConnection: TCPLineHandler, LoadClient {
     /// A request waiting for its reply.
     struct InFlight {
         var verb: Verb
@@ -126,7 +126,7 @@ final class LoadConnection: TCPConnectionHandler, LoadClient {
         line.appendDecimal(key)
     }
 
-    // MARK: TCPConnectionHandler
+    // MARK: TCPLineHandler
 
     func connectionOpened(_ connection: TCPConnection) {
         self.connection = connection

@@ -1,0 +1,32 @@
+/// Buffers a loop lends to the one connection it is serving at a time (loop thread only).
+///
+/// A connection reads into ``read`` and hands those bytes to its handler; only what the handler
+/// leaves is copied into the connection's own buffer. What the handler writes meanwhile collects
+/// in ``staging`` and goes to the socket in one write when the handler returns. A connection
+/// whose requests arrive whole, and whose answers the socket takes at once, so allocates
+/// nothing per request and holds no buffer between requests.
+final class LoopScratch {
+    /// Where connections read.
+    let read: UnsafeMutableRawBufferPointer
+    private let stagingStorage: UnsafeMutablePointer<ByteBuffer>
+
+    /// Answers written while a connection's handler works (kept at up to the read size between
+    /// uses).
+    var staging: ByteBuffer {
+        _read { yield stagingStorage.pointee }
+        _modify { yield &stagingStorage.pointee }
+    }
+
+    init(readSize: Int) {
+        read = .allocate(byteCount: readSize, alignment: 16)
+        stagingStorage = .allocate(capacity: 1)
+        stagingStorage.initialize(to: ByteBuffer(retainedCapacity: readSize))
+    }
+
+    deinit {
+        read.deallocate()
+        stagingStorage.pointee.release()
+        stagingStorage.deinitialize(count: 1)
+        stagingStorage.deallocate()
+    }
+}
