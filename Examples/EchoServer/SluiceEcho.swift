@@ -40,7 +40,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("http-max-body"), help: "HTTP: the largest request body accepted, in bytes (larger: 413).")
     var httpMaxBody = 1 << 20
 
-    @Option(name: .customLong("http-max-header"), help: "HTTP: the largest request head (request line and header fields) accepted, in bytes (larger: 431).")
+    @Option(name: .customLong("http-max-header"), help: "HTTP: the largest request head accepted, in bytes: the request line and header fields through the blank line that ends them (larger: 431).")
     var httpMaxHeader = 16 << 10
 
     @Option(name: .customLong("http-head-timeout-s"), help: "HTTP: how long a request head may take from its first byte, in seconds (then 408 and close).")
@@ -49,7 +49,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("http-body-timeout-s"), help: "HTTP: how long a request body may take once its head is complete, in seconds (then 408 and close).")
     var httpBodyTimeoutSeconds = 30
 
-    @Option(name: .customLong("http-idle-timeout-s"), help: "HTTP: close a connection silent this long between requests, in seconds.")
+    @Option(name: .customLong("http-idle-timeout-s"), help: "HTTP: close a connection that sends nothing between requests, or reads none of its pending answers, for this many seconds.")
     var httpIdleTimeoutSeconds = 60
 
     @Option(name: .customLong("pay-concurrent"), help: "PAY: a duplicate while the first runs is refused (reject: ERR conflict, HTTP 409) or waits for its result (join). Default: the line protocol joins, HTTP refuses.")
@@ -109,13 +109,13 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("max-connections"), help: "Open connections allowed; more are answered '- ERR too-many-connections' and closed (0: no cap).")
     var maxConnections = 10_000
 
-    @Option(name: .customLong("max-in-flight"), help: "Requests per connection whose replies are still to come; at the cap the connection stops reading until one is answered.")
+    @Option(name: .customLong("max-in-flight"), help: "Requests per connection (line or HTTP) whose replies are still to come; at the cap the connection stops reading until one is answered.")
     var maxInFlight = 128
 
-    @Option(name: .customLong("output-high-kib"), help: "Reply bytes a connection may leave unread before it stops reading, in KiB (it reads again below a quarter of that).")
+    @Option(name: .customLong("output-high-kib"), help: "Reply bytes a connection (line or HTTP) may leave unread before it stops reading, in KiB (it reads again below a quarter of that).")
     var outputHighKibibytes = 64
 
-    @Option(name: .customLong("connection-buffers-mib"), help: "Bytes all connections may hold in their buffers together, in MiB; over it, connections stop reading until it drains.")
+    @Option(name: .customLong("connection-buffers-mib"), help: "Bytes all connections (line and HTTP) may hold in their buffers together, in MiB; over it, connections stop reading until it drains.")
     var connectionBuffersMebibytes = 256
 
     @Option(name: .customLong("pay-records-per-key"), help: "PAY: new payments one account may open back to back, and as many more per --pay-retention-s; past that its new payments get ERR busy (0: no quota).")
@@ -225,8 +225,10 @@ struct SluiceEcho: AsyncParsableCommand {
             http: HTTPConfiguration(
                 host: host, port: httpPort, maximumHeadBytes: httpMaxHeader, maximumBodyBytes: httpMaxBody,
                 headTimeout: .seconds(httpHeadTimeoutSeconds), bodyTimeout: .seconds(httpBodyTimeoutSeconds),
-                idleTimeout: .seconds(httpIdleTimeoutSeconds),
-                maximumConnections: maxConnections == 0 ? nil : maxConnections),
+                idleTimeout: .seconds(httpIdleTimeoutSeconds), maximumInFlight: maxInFlight,
+                outputHighWatermark: outputHighKibibytes << 10, outputLowWatermark: (outputHighKibibytes << 10) / 4,
+                maximumConnections: maxConnections == 0 ? nil : maxConnections,
+                connectionBufferBudget: connectionBuffersMebibytes << 20),
             echoRate: echoRate,
             echoBurst: echoBurst)
     }

@@ -1,7 +1,7 @@
 import HTTPTypes
 
 /// What a front sends back for one request: a status, header fields and a body, in the types
-/// of swift-http-types so that any HTTP server (the `evhttp` front, framework middleware) can
+/// of swift-http-types so that any HTTP server (Sluice's own HTTP front, framework middleware) can
 /// write it.
 public struct HTTPAnswer: Sendable, Hashable {
     /// The status.

@@ -1,6 +1,5 @@
 import HTTPTypes
 import Sluice
-import SluiceLibevent
 
 /// How one HTTP route maps to a plugin: it decodes a request into the plugin's input and renders
 /// the plugin's typed outcome as an ``HTTPAnswer``.
@@ -10,7 +9,7 @@ import SluiceLibevent
 ///     typealias Plugin = LikePlugin
 ///     let method = HTTPRequest.Method.post
 ///     let path = "/like/"
-///     func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> String {
+///     func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> String {
 ///         try HTTPPathKey.decode(rest)
 ///     }
 ///     func encode(_ outcome: GateOutcome<Int>, for postID: String) -> HTTPAnswer {
@@ -31,7 +30,7 @@ public protocol HTTPCodec: Sendable {
     /// path then being the codec's to decode.
     var path: String { get }
     /// Decodes a request; `rest` is the path after a prefix (empty for an exact path).
-    func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> Plugin.Input
+    func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> Plugin.Input
     /// Renders any outcome of a request for `input` (a replay renders the same answer as the
     /// first execution from the same outcome and an input with the same fingerprint).
     func encode(_ outcome: GateOutcome<Plugin.Output>, for input: Plugin.Input) -> HTTPAnswer

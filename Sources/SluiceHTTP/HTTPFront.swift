@@ -6,10 +6,12 @@ import Sluice
 import SluiceLibevent
 import Synchronization
 
-/// The HTTP/1.1 front: libevent's `evhttp` on the gate's loops (one per loop, sharing the
-/// port), routing each request through its ``HTTPCodec`` to the gate, and answering `/echo`
-/// (limited per connection), `/metrics` (Prometheus text, from the renderer it is given) and
-/// `/healthz` (503 while the gate drains) itself.
+/// The HTTP/1.1 front: Sluice's own server on the gate's loops (a listener per loop, sharing
+/// the port; each connection a bounded ``TCPConnection`` read by a strict
+/// ``HTTPRequestParser``), routing each request through its ``HTTPCodec`` to the gate, and
+/// answering `/echo` (limited per connection), `/metrics` (Prometheus text, from the renderer it
+/// is given) and `/healthz` (503 while the gate drains) itself. Every error is an RFC 9457
+/// problem; every answer carries `Date`, and `Connection: close` when the connection closes.
 ///
 /// Run it as a swift-service-lifecycle `Service` after the `Gate` in the same `ServiceGroup`:
 /// on a graceful shutdown it stops accepting; the gate then drains, and open connections get
@@ -27,7 +29,7 @@ public final class HTTPFront: Service, Sendable {
     private let accounting: ConnectionAccounting?
     private let logger: Logger
     private let onBound: @Sendable (Int) async -> Void
-    private let bound = Mutex<HTTPServer?>(nil)
+    private let bound = Mutex<TCPServer?>(nil)
     private let openConnections = Atomic<Int>(0)
     private let requestCounter = Counter(label: "sluice_http_requests_total")
     private let connectionGauge = Gauge(label: "sluice_http_connections")
@@ -68,11 +70,12 @@ public final class HTTPFront: Service, Sendable {
 
     // MARK: - Running
 
-    /// Binds an `evhttp` on every loop of the gate's group; returns the bound port.
+    /// Binds a listener on every loop of the gate's group; returns the bound port.
     @discardableResult
     public func start() async throws -> Int {
-        let server = try await HTTPServer.bind(
-            group: gate.group, configuration: configuration.http, accounting: accounting, logger: logger
+        let server = try await TCPServer.bind(
+            group: gate.group, configuration: configuration.http.tcp, refusal: { Self.refusal() }, accounting: accounting,
+            logger: logger
         ) { [self] connection in
             HTTPSession(front: self, connection: connection)
         }
@@ -84,6 +87,18 @@ public final class HTTPFront: Service, Sendable {
                 "routes": "\(routes.descriptions.joined(separator: ","))",
             ])
         return server.port
+    }
+
+    /// What a connection over the cap gets before it is closed: 503, a problem.
+    static func refusal() -> [UInt8] {
+        var date = HTTPDate()
+        date.update()
+        var bytes: [UInt8] = []
+        let problem = HTTPProblem(.serviceUnavailable, "too-many-connections", detail: "the server has no room for another connection")
+        var answer = problem.answer
+        answer.fields[.retryAfter] = "1"
+        HTTPResponseWriter.render(answer, context: HTTPAnswerContext(isHead: false, close: true, keepAliveHTTP10: false), date: date.bytes, into: &bytes)
+        return bytes
     }
 
     /// Stops accepting connections; open ones stay open.

@@ -25,11 +25,7 @@ public struct HTTPFrontConfiguration: Sendable, Hashable {
 
     /// Checks every option.
     public func validate() throws(GateError) {
-        do {
-            try http.validate()
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.input)
-        }
+        try http.validate()
         _ = try echoLimit()
     }
 }

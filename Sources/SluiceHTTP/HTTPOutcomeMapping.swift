@@ -2,8 +2,8 @@ import HTTPTypes
 import Sluice
 import SluiceCore
 
-/// How a typed `GateOutcome` becomes an HTTP answer, shared by every HTTP front (the `evhttp`
-/// front, framework middleware): the status, the header fields (`Retry-After`, the draft-11
+/// How a typed `GateOutcome` becomes an HTTP answer, shared by every HTTP front (Sluice's own
+/// HTTP front, framework middleware): the status, the header fields (`Retry-After`, the draft-11
 /// `RateLimit` fields, `Idempotent-Replayed`) and an RFC 9457 problem body.
 ///
 /// | outcome | status |

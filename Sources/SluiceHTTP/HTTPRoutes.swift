@@ -73,13 +73,15 @@ struct HTTPRoute: Sendable {
     @usableFromInline let method: String
     @usableFromInline let path: String
     @usableFromInline let isPrefix: Bool
-    @usableFromInline let handle: @Sendable (HTTPSession, HTTPServerRequest, Substring) -> Void
+    @usableFromInline let handle: @Sendable (HTTPSession, HTTPRequestView, Substring, UInt64, HTTPAnswerContext) -> Void
 
     @inlinable
     init<Codec: HTTPCodec>(codec: Codec, plugin: PluginHandle<Codec.Plugin>) {
         self.method = codec.method.rawValue
         self.path = codec.path
         self.isPrefix = codec.path.hasSuffix("/")
-        self.handle = { session, request, rest in session.route(request, rest: rest, codec: codec, plugin: plugin) }
+        self.handle = { session, request, rest, sequence, context in
+            session.route(request, rest: rest, sequence: sequence, context: context, codec: codec, plugin: plugin)
+        }
     }
 }

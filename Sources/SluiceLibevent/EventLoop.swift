@@ -94,8 +94,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         // milliseconds.
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
         // epoll changes are batched and applied once per iteration: a connection that stops
-        // reading while it handles a request and reads again once it is answered (as `evhttp`
-        // does for every request) costs no `epoll_ctl` when both happen in one iteration.
+        // reading while it handles a request and reads again once it is answered costs no
+        // `epoll_ctl` when both happen in one iteration.
         // The one constraint (libevent's): a socket the loop watches must not be `dup`ed, nor
         // inherited by a child process, so every socket it opens is close-on-exec.
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))

@@ -26,7 +26,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     /// listener, and would keep it alive.
     private var makeHandler: (@Sendable (TCPConnection) -> any TCPConnectionHandler)?
     private let accounting: ConnectionAccounting
-    private let refusal: [UInt8]
+    private let refusal: @Sendable () -> [UInt8]
     private let logger: Logger
     /// Accepts refused by the system in the current episode, and the pause before the next try.
     private var refusedAccepts = 0
@@ -42,7 +42,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         port: Int,
         configuration: TCPConfiguration,
         accounting: ConnectionAccounting,
-        refusal: [UInt8],
+        refusal: @escaping @Sendable () -> [UInt8],
         logger: Logger,
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
     ) throws(EventLoopError) {
@@ -121,7 +121,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
             return
         }
         connection.start(handler: RefusedConnection())
-        refusal.withUnsafeBytes { _ = connection.write($0) }
+        refusal().withUnsafeBytes { _ = connection.write($0) }
         connection.closeAfterFlush()
     }
 

@@ -55,7 +55,7 @@ public final class TCPServer: Sendable {
         logger: Logger = Logger(label: "sluice.tcp"),
         makeLineHandler: @escaping @Sendable (TCPConnection) -> any TCPLineHandler
     ) async throws -> TCPServer {
-        try await bind(group: group, configuration: configuration, refusal: refusal, accounting: accounting, logger: logger) {
+        try await bind(group: group, configuration: configuration, refusal: { refusal }, accounting: accounting, logger: logger) {
             LineFramingHandler(makeLineHandler($0), configuration: configuration)
         }
     }
@@ -63,13 +63,15 @@ public final class TCPServer: Sendable {
     /// Binds a listener on every loop of `group`, handing each connection's bytes to the
     /// handler `makeHandler` makes for it (on the accepting loop's thread).
     ///
-    /// - Parameters: as for the line server above; `makeHandler` makes a byte handler.
+    /// - Parameters: as for the line server above, but `refusal` makes the refusal's bytes (for
+    ///   each refused connection: an answer that carries the time, say), and `makeHandler`
+    ///   makes a byte handler.
     /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
         group: EventLoopGroup,
         configuration: TCPConfiguration,
-        refusal: [UInt8] = [],
+        refusal: @escaping @Sendable () -> [UInt8] = { [] },
         accounting: ConnectionAccounting? = nil,
         logger: Logger = Logger(label: "sluice.tcp"),
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler

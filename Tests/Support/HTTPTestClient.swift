@@ -52,10 +52,11 @@ public final class HTTPTestClient: Sendable {
         try connection.send(Self.requestBytes(method, target, fields: fields, body: Array(body.utf8)))
     }
 
-    /// Reads one response.
-    public func readResponse() async throws -> Response {
+    /// Reads one response; `toHead`: the response to a HEAD request, which has no body whatever
+    /// its `Content-Length` says.
+    public func readResponse(toHead: Bool = false) async throws -> Response {
         let connection = self.connection
-        return try await connection.readOffThread { try Self.readBlocking(connection) }
+        return try await connection.readOffThread { try Self.readBlocking(connection, toHead: toHead) }
     }
 
     /// Sends a request and reads its response.
@@ -64,7 +65,7 @@ public final class HTTPTestClient: Sendable {
         return try await readResponse()
     }
 
-    private static func readBlocking(_ connection: LineClient) throws -> Response {
+    private static func readBlocking(_ connection: LineClient, toHead: Bool) throws -> Response {
         let statusLine = try connection.readLineBlockingWithoutCR()
         let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
@@ -79,7 +80,7 @@ public final class HTTPTestClient: Sendable {
             fields.append((String(line[..<colon]), String(value)))
         }
         let length = fields.first { $0.name.lowercased() == "content-length" }.flatMap { Int($0.value) } ?? 0
-        let body = try connection.readExactlyBlocking(length)
+        let body = toHead ? [] : try connection.readExactlyBlocking(length)
         return Response(status: status, reason: parts.count > 2 ? String(parts[2]) : "", fields: fields, body: body)
     }
 }

@@ -21,9 +21,9 @@ public struct LimitHTTPCodec: HTTPCodec {
         limit = plugin.options.limit
     }
 
-    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> RateLimitPlugin.Check {
+    public func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> RateLimitPlugin.Check {
         let key = try HTTPPathKey.decode(rest)
-        guard let text = HTTPPathKey.queryValue("cost", in: request.query) else { return RateLimitPlugin.Check(key: key) }
+        guard let text = HTTPPathKey.queryValue("cost", in: request.query?[...]) else { return RateLimitPlugin.Check(key: key) }
         guard text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let cost = Int(text),
             (1...limit).contains(cost)
         else {

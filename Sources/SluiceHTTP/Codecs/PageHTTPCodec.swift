@@ -14,7 +14,7 @@ public struct PageHTTPCodec: HTTPCodec {
     /// The codec for `plugin`'s requests.
     public init(_ plugin: PagePlugin) {}
 
-    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> PagePlugin.PageRequest {
+    public func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> PagePlugin.PageRequest {
         guard let slash = rest.lastIndex(of: "/") else {
             throw HTTPProblem(.badRequest, "bad-page", detail: "the path is /page/<key>/<n>")
         }

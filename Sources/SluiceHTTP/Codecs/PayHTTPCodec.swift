@@ -57,13 +57,13 @@ public struct PayHTTPCodec: HTTPCodec {
         }
     }
 
-    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> PaymentPlugin.Payment {
+    public func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> PaymentPlugin.Payment {
         let idem: String
         // Two field lines make a list (RFC 9110): never one key.
-        if request.headerFields.lazy.filter({ $0.name.lowercased() == "idempotency-key" }).count > 1 {
+        if request.headerCount(.idempotencyKey) > 1 {
             throw HTTPProblem(.badRequest, "bad-idempotency-key", detail: "a request carries one Idempotency-Key")
         }
-        switch IdempotencyKeyField.parse(request.headerValue("Idempotency-Key")) {
+        switch IdempotencyKeyField.parse(request.headerValue(.idempotencyKey)) {
         case .success(let key): idem = key
         case .failure(let problem): throw problem
         }

@@ -16,9 +16,9 @@ public struct SearchHTTPCodec: HTTPCodec {
     /// The codec for `plugin`'s requests.
     public init(_ plugin: SearchPlugin) {}
 
-    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> SearchPlugin.Search {
+    public func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> SearchPlugin.Search {
         let key = try HTTPPathKey.decode(rest)
-        guard let query = HTTPPathKey.queryValue("q", in: request.query), !query.isEmpty,
+        guard let query = HTTPPathKey.queryValue("q", in: request.query?[...]), !query.isEmpty,
             query.utf8.count <= Self.maximumQueryLength
         else {
             throw HTTPProblem(.badRequest, "bad-query", detail: "a search needs q, 1 to \(Self.maximumQueryLength) bytes of UTF-8")

@@ -38,7 +38,7 @@ public struct TapHTTPCodec: HTTPCodec {
         }
     }
 
-    public func decode(_ request: HTTPServerRequest, rest: Substring) throws(HTTPProblem) -> String {
+    public func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> String {
         try HTTPPathKey.decode(rest)
     }
 
