@@ -289,15 +289,17 @@ struct SluiceEcho: AsyncParsableCommand {
         let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
         defer { group.shutdownGracefully() }
         var store = PluginStore.memory
+        var redisStore: RedisStore?
         if let redis {
-            let redisStore = RedisStore(
+            let created = RedisStore(
                 endpoint: try RedisEndpoint(url: redis), group: group, timeout: .milliseconds(redisTimeoutMilliseconds),
                 logger: logger)
-            redisStore.start()
-            store = try .shared(redisStore, whenUnavailable: redisFailure, instances: instances)
+            created.start()
+            redisStore = created
+            store = try .shared(created, whenUnavailable: redisFailure, instances: instances)
             logger.info(
                 "TAP, LIMIT and PAY state in Redis",
-                metadata: ["redis": "\(redisStore.endpoint)", "failure-mode": "\(redisFailure)", "instances": "\(instances)"])
+                metadata: ["redis": "\(created.endpoint)", "failure-mode": "\(redisFailure)", "instances": "\(instances)"])
         }
         let (plugins, verbs, routes) = try makePlugins(store: store)
         let gate = try Gate(
@@ -310,18 +312,33 @@ struct SluiceEcho: AsyncParsableCommand {
         let server = try LineServer(
             gate: gate, verbs: verbs, configuration: lineConfiguration, accounting: accounting, logger: logger)
         var services: [any Service] = [gate, server]
+        var activities = [server.activity]
         if httpPort != 0 {
-            services.append(
-                try HTTPFront(
-                    gate: gate, routes: routes, configuration: httpConfiguration, accounting: accounting,
-                    metrics: { registry.emitToBuffer() }, logger: logger))
+            let front = try HTTPFront(
+                gate: gate, routes: routes, configuration: httpConfiguration, accounting: accounting,
+                metrics: { registry.emitToBuffer() }, logger: logger)
+            services.append(front)
+            activities.append(front.activity)
         }
         // On SIGTERM/SIGINT the services stop in reverse order: the fronts stop accepting, then
         // the gate drains (open connections get `ERR shutting-down` / 503 meanwhile); the loops
         // stop last.
         let serviceGroup = ServiceGroup(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        try await serviceGroup.run()
+        let outcome: Result<Void, any Error>
+        do {
+            try await serviceGroup.run()
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        // The gate has drained. Requests still on their way (sent before their client read the
+        // answer that closed its connection) are read and answered 503 until the clients go
+        // quiet; then the store closes while its loops still run, so that its last callbacks
+        // find them; the loops stop last (defer).
+        for activity in activities { await activity.waitForQuiet() }
+        await redisStore?.shutdown()
+        try outcome.get()
     }
 }
 

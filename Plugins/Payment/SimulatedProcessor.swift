@@ -1,8 +1,9 @@
 import Sluice
 import Synchronization
 
-/// A stand-in payment processor: waits `latency` (cancellable), then commits. Amounts at or
-/// above `declineAtOrAbove` are declined with `amount-limit`.
+/// A stand-in payment processor: waits `latency` (cancellable), then passes the commit guard
+/// (``EffectContext/commit()``) and charges. Amounts at or above `declineAtOrAbove` are
+/// declined with `amount-limit`.
 public final class SimulatedProcessor: PaymentProcessor {
     /// How long a charge takes before it commits.
     public let latency: Duration
@@ -25,8 +26,10 @@ public final class SimulatedProcessor: PaymentProcessor {
 
     public func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome {
         try await context.sleep(for: latency)
-        // Commit: nothing below suspends, so a cancel cannot land half-way.
-        try Task.checkCancellation()
+        // The commit point: past it a drain lets the charge finish; before it, a cancellation
+        // (or a lease no longer safely held) stops it with nothing charged. Nothing below
+        // suspends, so the charge lands whole.
+        try context.commit()
         if payment.amount >= declineAtOrAbove {
             declines.increment()
             return .declined("amount-limit")

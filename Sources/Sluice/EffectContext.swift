@@ -13,13 +13,38 @@ public struct EffectContext: Sendable {
     public let effectID: EffectID
     @usableFromInline let shard: GateShard
     @usableFromInline let lane: Int
+    /// The execution the effect runs as; `nil` for an effect run in place (it never suspends,
+    /// so nothing can change under it between its decision and its end).
+    @usableFromInline let execution: EventToken?
 
     @inlinable
-    init(key: String, effectID: EffectID, shard: GateShard, lane: Int) {
+    init(key: String, effectID: EffectID, shard: GateShard, lane: Int, execution: EventToken?) {
         self.key = key
         self.effectID = effectID
         self.shard = shard
         self.lane = lane
+        self.execution = execution
+    }
+
+    /// The commit guard: call it right before the effect's irreversible step (the charge, the
+    /// write elsewhere), and make that step only if it returns.
+    ///
+    /// It throws when the effect must not commit: it was cancelled (a drain that ran out of
+    /// time cancels the effects that have not passed their commit point), or it holds a shared
+    /// store's lease with less than a third of it left by this process's monotonic clock (its
+    /// renewals failed, or the process was paused: another instance may take the record over
+    /// before the step lands), or the store said another owner took it. Once it has returned,
+    /// the effect is past its commit point: a drain that runs out of time lets it finish, its
+    /// result is written to the store and its callers are answered with it.
+    ///
+    /// A lease alone never makes an external change exactly-once (a paused process can pass
+    /// this check and then stall): pass the record's identity and fence downstream too.
+    ///
+    /// - Throws: ``CommitRefusal``.
+    public func commit() throws(CommitRefusal) {
+        guard let execution else { return }
+        loop.preconditionInEventLoop()
+        if let refusal = shard.commit(lane: lane, execution: execution) { throw refusal }
     }
 
     /// The loop the effect runs on (the key's loop).

@@ -339,9 +339,14 @@ public final class Gate: Service, Sendable {
 
     /// Stops taking requests (they get ``GateOutcome/shuttingDown``), waits up to `gracePeriod`
     /// (on the gate's clock; ``GateOptions/shutdownGracePeriod`` when `nil`) for held and
-    /// running effects to end, then cancels what is left and answers it with
-    /// ``CancellationReason/shutdown``, and stops the sweeps. The loops keep running: shut the
-    /// group down after. Calling it again returns at once.
+    /// running effects to end, then cancels every effect that has not passed its commit point
+    /// (``EffectContext/commit()``) and answers it with ``CancellationReason/shutdown`` (a
+    /// shared store's record is given back), and stops the sweeps. Then it waits, up to
+    /// ``GateOptions/shutdownSettleTimeout``, for the committed effects to finish (their callers
+    /// get their results) and for every result and record release to reach the shared store;
+    /// what is still pending after that is counted in one log line. The loops keep running:
+    /// shut the group down after (and close a shared store before that). Calling it again
+    /// returns at once.
     public func shutdown(gracePeriod: Duration? = nil) async {
         guard !shutdownBegun.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let grace = gracePeriod ?? options.shutdownGracePeriod
@@ -365,8 +370,32 @@ public final class Gate: Service, Sendable {
         for shard in shards {
             _ = await perform(on: shard) { $0.finishDrain() }
         }
+        await settle()
         lifecycle.store(Lifecycle.stopped, ordering: .releasing)
         logger.info("drained")
+    }
+
+    /// Waits for committed effects to end and for results and releases to reach the store, up
+    /// to the settle timeout (polled: this runs once, at shutdown).
+    private func settle() async {
+        let deadline = ContinuousClock.now + options.shutdownSettleTimeout
+        while true {
+            var executions = 0
+            var storeOperations = 0
+            for shard in shards {
+                guard let counts = await perform(on: shard, { ($0.executionCount, $0.storeOperationsPending) }) else { continue }
+                executions += counts.0
+                storeOperations += counts.1
+            }
+            if executions == 0 && storeOperations == 0 { return }
+            if ContinuousClock.now >= deadline {
+                logger.warning(
+                    "shutting down with work unsettled: records left to their leases",
+                    metadata: ["effects": "\(executions)", "store-operations": "\(storeOperations)"])
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     /// The swift-service-lifecycle entry point: waits for a graceful shutdown, then drains

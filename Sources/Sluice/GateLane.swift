@@ -15,8 +15,14 @@ protocol GateLane: AnyObject {
     func sweep(now: Instant, maxEntries: Int)
     /// Adds `amount` to `key`'s tally and returns the new count.
     func incrementTally(key: String, by amount: Int, now: Instant) -> Int
-    /// Cancels every execution and answers every waiting request at once (the gate shuts down).
+    /// Cancels every execution that has not passed its commit point and answers its waiting
+    /// requests at once (the gate's drain ran out of time); committed executions finish.
     func drain(reason: CancellationReason, shard: GateShard)
+    /// The commit guard of `execution` (see ``EffectContext/commit()``): `nil` when it may
+    /// commit, which marks it committed.
+    func commit(_ execution: EventToken, shard: GateShard) -> CommitRefusal?
+    /// Results and record releases on their way to a shared store.
+    var storeOperationsPending: Int { get }
     /// Keys held in the policy's table.
     var keyCount: Int { get }
     /// Executions held or running.

@@ -9,8 +9,14 @@ public struct GateOptions: Sendable, Hashable {
     /// many as the keys that arrived since the last one when that is more, so it keeps up with
     /// any arrival rate.
     public var sweepBatch: Int
+    /// How long ``Gate/shutdown(gracePeriod:)`` waits, once the grace period is over, for what
+    /// must still end: effects past their commit point, and the results and record releases on
+    /// their way to a shared store (each also bounded by the store's own call timeout). What
+    /// is still pending then is counted in one log line, its records left to their leases.
+    public var shutdownSettleTimeout: Duration
 
-    /// The defaults: a 5 s grace period, a sweep of 256 entries per table every 50 ms.
+    /// The defaults: a 5 s grace period then up to 5 s to settle, a sweep of 256 entries per
+    /// table every 50 ms.
     ///
     /// A sweep runs on the loop between requests and examines twice the keys that arrived since
     /// the last one, so its interval sets the pause it makes: at 30,000 new keys a second, a
@@ -19,11 +25,13 @@ public struct GateOptions: Sendable, Hashable {
     public init(
         shutdownGracePeriod: Duration = .seconds(5),
         sweepInterval: Duration = .milliseconds(50),
-        sweepBatch: Int = 256
+        sweepBatch: Int = 256,
+        shutdownSettleTimeout: Duration = .seconds(5)
     ) {
         self.shutdownGracePeriod = shutdownGracePeriod
         self.sweepInterval = sweepInterval
         self.sweepBatch = sweepBatch
+        self.shutdownSettleTimeout = shutdownSettleTimeout
     }
 
     /// Checks every option.
@@ -33,6 +41,9 @@ public struct GateOptions: Sendable, Hashable {
         }
         guard sweepInterval > .zero else {
             throw GateError(code: .invalidConfiguration, message: "the sweep interval must be positive", value: "\(sweepInterval)")
+        }
+        guard shutdownSettleTimeout >= .zero else {
+            throw GateError(code: .invalidConfiguration, message: "the shutdown settle timeout cannot be negative", value: "\(shutdownSettleTimeout)")
         }
         guard sweepBatch >= 1 else {
             throw GateError(code: .invalidConfiguration, message: "a sweep examines at least one entry", value: "\(sweepBatch)")

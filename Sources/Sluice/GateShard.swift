@@ -98,6 +98,16 @@ final class GateShard: @unchecked Sendable {
         lane(index, as: Plugin.self)?.effectEnded(execution, result: result, shard: self)
     }
 
+    /// The commit guard of execution `execution` of plugin `lane` (see
+    /// ``EffectContext/commit()``): `nil` when it may commit, which marks it committed.
+    @usableFromInline
+    func commit(lane index: Int, execution: EventToken) -> CommitRefusal? {
+        guard lanes.indices.contains(index) else {
+            return CommitRefusal(code: .notRunning, message: "the effect's plugin is not in this gate", value: "\(index)")
+        }
+        return lanes[index].commit(execution, shard: self)
+    }
+
     /// A policy timer of plugin `lane` fired for `key`.
     @usableFromInline
     func timerFired(lane index: Int, key: String) {
@@ -262,6 +272,9 @@ final class GateShard: @unchecked Sendable {
 
     /// Executions held or running.
     var executionCount: Int { lanes.reduce(0) { $0 + $1.executionCount } }
+
+    /// Results and record releases on their way to a shared store.
+    var storeOperationsPending: Int { lanes.reduce(0) { $0 + $1.storeOperationsPending } }
 
     /// Requests waiting for a result.
     var waiterCount: Int { lanes.reduce(0) { $0 + $1.waiterCount } }

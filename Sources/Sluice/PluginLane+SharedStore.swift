@@ -207,11 +207,13 @@ extension PluginLane {
         let index = self.index
         let key = storeKey(identity.record)
         let owner = owner(of: token, shard: shard, binding: binding)
+        // A lease granted by this claim runs out at the latest a lease after the claim left.
+        let sentAt = shard.clock.now
         binding.store.claim(key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, on: shard.loop) {
             [shard] result in
             shard.lane(index, as: Plugin.self)?.claimAnswered(
                 request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
-                shard: shard)
+                sentAt: sentAt, shard: shard)
         }
     }
 
@@ -240,7 +242,7 @@ extension PluginLane {
 
     func claimAnswered(
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity,
-        result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, shard: GateShard
+        result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, sentAt: Instant, shard: GateShard
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
@@ -254,6 +256,7 @@ extension PluginLane {
                     // the new lease, and this request is its duplicate.
                     binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
                     binding.leases[flight.token] = lease
+                    binding.leaseDeadlines[flight.token] = sentAt + options.lease
                     binding.lost.remove(flight.token)
                     scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
                 } else {
@@ -291,6 +294,7 @@ extension PluginLane {
             }
             binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
             binding.leases[token] = lease
+            binding.leaseDeadlines[token] = sentAt + options.lease
             scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
             if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome) }
         case .success(.running):
@@ -385,6 +389,7 @@ extension PluginLane {
             guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
                 binding.leases[token] == lease
             else { return }
+            let sentAt = shard.clock.now
             binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: options.lease, on: shard.loop) {
                 [shard] result in
                 guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
@@ -392,6 +397,7 @@ extension PluginLane {
                 else { return }
                 switch result {
                 case .success(true):
+                    binding.leaseDeadlines[token] = max(binding.leaseDeadlines[token] ?? sentAt, sentAt + options.lease)
                     lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
                 case .success(false):
                     // Another owner holds the record: stop the effect if it has not committed. The
@@ -438,12 +444,12 @@ extension PluginLane {
                 ?? StoredResult.encode(Result<Output, any Error>.failure(StoredEffectError(message: "the result could not be stored")))
                 ?? []
         case .failure(let error):
-            if execution.isCancelling || error is CancellationError || !options.cacheErrors {
+            if execution.isCancelling || Self.committedNothing(error) || !options.cacheErrors {
                 // Cancelled before committing (or an error the options do not keep): give the
                 // record back so that a retry runs.
                 forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                if !(execution.isCancelling || error is CancellationError) {
+                if !(execution.isCancelling || Self.committedNothing(error)) {
                     recordQuota?.refund(key: execution.key, quantity: 1, now: shard.clock.now)
                 }
                 return true
@@ -461,6 +467,7 @@ extension PluginLane {
     func forgetLease(_ token: EventToken) {
         guard let binding = shared else { return }
         binding.leases[token] = nil
+        binding.leaseDeadlines[token] = nil
         binding.lost.remove(token)
         binding.heartbeats.removeValue(forKey: token)?.cancel()
     }
@@ -502,10 +509,39 @@ extension PluginLane {
     func releaseRecord(_ key: StoreKey, lease: StoreLease, attempt: Int, shard: GateShard) {
         guard let binding = shared else { return }
         let index = self.index
+        if attempt == 0 { binding.pendingReleases += 1 }
         binding.store.release(key, lease: lease, on: shard.loop) { [shard] result in
-            guard case .failure = result, attempt < 5, let lane = shard.lane(index, as: Plugin.self) else { return }
+            guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared else { return }
+            guard case .failure = result, attempt < 5 else {
+                binding.pendingReleases -= 1
+                return
+            }
             lane.retry(after: attempt, shard: shard) { lane in lane.releaseRecord(key, lease: lease, attempt: attempt + 1, shard: shard) }
         }
+    }
+
+    /// Results and record releases on their way to the store.
+    @usableFromInline
+    var storeOperationsPending: Int {
+        guard let binding = shared else { return 0 }
+        return binding.unwritten.count + binding.pendingReleases
+    }
+
+    /// Why execution `token`, which holds a shared lease, may not commit now: the store said
+    /// another owner took the record, or less than a third of the lease is left by this
+    /// process's clock. `nil` when it may (or holds no shared lease).
+    func sharedLeaseRefusal(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
+        guard let binding = shared, binding.leases[token] != nil, let options = binding.idempotency else { return nil }
+        if binding.lost.contains(token) {
+            return CommitRefusal(code: .leaseLost, message: "another owner holds the record now", value: "\(token.rawValue)")
+        }
+        let deadline = binding.leaseDeadlines[token] ?? .zero
+        let left = deadline - shard.clock.now
+        guard left > options.lease / 3 else {
+            return CommitRefusal(
+                code: .leaseNotSafe, message: "less than a third of the lease is left by this process's clock", value: "\(left)")
+        }
+        return nil
     }
 
     func retry(after attempt: Int, shard: GateShard, _ body: @escaping @Sendable (PluginLane<Plugin>) -> Void) {

@@ -55,6 +55,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         /// Idempotent duplicates that joined; single-flight waiters still owed the result after
         /// the flight was forgotten (on cancellation).
         @usableFromInline var joiners: [EventToken] = []
+        /// The effect passed its commit point (``EffectContext/commit()``): a drain lets it
+        /// finish rather than cancel it.
+        @usableFromInline var committed = false
 
         @inlinable
         init(
@@ -372,7 +375,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// `nil` when the plugin's effect runs as a task.
     @inlinable
     func runInPlace(_ request: GateRequest<Plugin>, rateLimit decision: RateLimitDecision?, shard: GateShard) -> GateOutcome<Output>? {
-        let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index)
+        let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index, execution: nil)
         // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap.
         let start = EventLoop.monotonicNow().nanoseconds
         let result: Result<Output, any Error>
@@ -491,7 +494,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         // context (which reaches the shard).
         let storage = handle.storage
         let input = started.input
-        let context = EffectContext(key: started.key, effectID: started.effectID, shard: shard, lane: index)
+        let context = EffectContext(key: started.key, effectID: started.effectID, shard: shard, lane: index, execution: token)
         let duration = metrics.effectDuration
         endedSynchronously = nil
         // Nonisolated and immediate: the effect starts on this thread now, and one that never
@@ -554,8 +557,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             completion = idempotency?.complete(
                 key: execution.record, owner: token, result: result, isError: handle.plugin.isFailure(output), now: now)
         case .failure(let error):
-            if execution.isCancelling || error is CancellationError {
-                // Cancelled before committing: release the record so a retry runs.
+            if execution.isCancelling || Self.committedNothing(error) {
+                // Cancelled (or refused by its commit guard) before committing: release the
+                // record so a retry runs.
                 idempotency?.cancel(key: execution.record, owner: token)
                 completion = nil
             } else {
@@ -584,8 +588,18 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .failure(let error):
             if let reason { return .cancelled(reason) }
             if error is CancellationError { return .cancelled(.byEffect) }
+            // Its commit guard stopped it (its lease was not safe): nothing was done, and a
+            // retry replays the record's result or runs it.
+            if error is CommitRefusal { return .unavailable }
             return .failed(error, RunInfo(source: source, rateLimit: rateLimit))
         }
+    }
+
+    /// Whether an effect that threw `error` committed nothing: it was cancelled, or its commit
+    /// guard refused it.
+    @inlinable
+    static func committedNothing(_ error: any Error) -> Bool {
+        error is CancellationError || error is CommitRefusal
     }
 
     /// Gives a waiting request its outcome and forgets it.
@@ -762,12 +776,31 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     }
 
 
+    /// The commit guard (see ``EffectContext/commit()``).
+    @usableFromInline
+    func commit(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
+        guard let execution = executions[token] else {
+            return CommitRefusal(code: .notRunning, message: "the effect is not running under the gate", value: "\(token.rawValue)")
+        }
+        if let reason = execution.cancellationReason {
+            return CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)")
+        }
+        if let refusal = sharedLeaseRefusal(token, shard: shard) { return refusal }
+        executions.update(token) { $0.committed = true }
+        return nil
+    }
+
     @inlinable
     func drain(reason: CancellationReason, shard: GateShard) {
         for timer in timers.values { timer.cancel() }
         timers.removeAll()
         let tokens = executions.keys.sorted { $0.rawValue < $1.rawValue }
         for token in tokens {
+            if let execution = executions[token], execution.committed, !execution.isCancelling {
+                // Past its commit point: it finishes, its result is stored (and written to a
+                // shared store), and its callers are answered with it.
+                continue
+            }
             if let execution = executions[token], execution.kind == .idempotent, holdsSharedLease(token) {
                 // A payment holding a shared record may have committed already: its callers are
                 // answered, but it is kept (and its lease renewed) until its task ends, so that

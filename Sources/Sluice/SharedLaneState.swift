@@ -46,6 +46,11 @@ final class SharedLaneState<Output> {
     var polls: [EventToken: any GateTimer] = [:]
     /// Executions whose lease the store said another owner holds now.
     var lost: Set<EventToken> = []
+    /// When each held lease runs out at the latest, by this process's clock: the instant its
+    /// claim or last successful renewal was sent, plus the lease.
+    var leaseDeadlines: [EventToken: Instant] = [:]
+    /// Record releases sent and not yet answered (or given up).
+    var pendingReleases = 0
 
     /// Results not written yet that one lane holds at most; past it, new claims are refused
     /// (`unavailable`) until the store takes them.

@@ -131,7 +131,11 @@ public final class HTTPFront: Service, Sendable {
         connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
     }
 
-    func countRequest() {
+    /// When the front last received a request (see ``RequestActivity``).
+    public let activity = RequestActivity()
+
+    func countRequest(at instant: Instant) {
+        activity.record(instant)
         requestCounter.increment()
     }
 

@@ -33,7 +33,10 @@ public enum HTTPOutcomeMapping {
             // newer request for the key took its place.
             return HTTPProblem(.conflict, "superseded", detail: "a newer request for this key replaced this one").answer
         case .cancelled(.shutdown):
-            return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server shut down before this request finished").answer
+            // Nothing was committed: a retry (elsewhere, or once this server is back) runs it.
+            var answer = HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server shut down before this request finished").answer
+            answer.fields[.retryAfter] = "1"
+            return answer
         case .cancelled:
             return HTTPProblem(.conflict, "cancelled", detail: "this request was cancelled before it finished").answer
         case .mismatch:
@@ -52,7 +55,9 @@ public enum HTTPOutcomeMapping {
         case .failed:
             return HTTPProblem(.internalServerError, "internal", detail: "the request's effect failed").answer
         case .shuttingDown:
-            return HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server is shutting down").answer
+            var answer = HTTPProblem(.serviceUnavailable, "shutting-down", detail: "the server is shutting down").answer
+            answer.fields[.retryAfter] = "1"
+            return answer
         case .unavailable:
             var answer = HTTPProblem(
                 .serviceUnavailable, "unavailable", detail: "the shared store did not answer; nothing was done").answer

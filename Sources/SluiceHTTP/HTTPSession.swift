@@ -155,7 +155,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
 
     /// The parser refused the bytes: the problem is the last answer, and nothing more is read.
     private func refuse(_ problem: HTTPProblem) {
-        front.countRequest()
+        front.countRequest(at: connection.loop.now)
         state.pointee.stopped = true
         let sequence = nextSequence()
         respond(sequence, problem.answer, HTTPAnswerContext(isHead: false, close: true, keepAliveHTTP10: false))
@@ -176,7 +176,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
     }
 
     private func handle(_ request: HTTPRequestView) {
-        front.countRequest()
+        front.countRequest(at: connection.loop.now)
         let parsed = request.parsed
         var context = HTTPAnswerContext(
             isHead: parsed.method == .head, close: !parsed.keepAlive,

@@ -60,7 +60,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// it fires (an `event_active` from inside a callback would run in the same pass).
     private let yieldEvent: OpaquePointer
     private let queue: Mutex<JobQueue>
-    /// Executor jobs that arrived after the loop stopped (see ``enqueue(_:)``).
+    /// Work that arrived after the loop stopped (see ``enqueue(_:)`` and ``execute(_:)``).
     private let orphans = Mutex(OrphanQueue())
     private let threadBox = Mutex<pthread_t?>(nil)
     private let stopped = Atomic<Bool>(false)
@@ -180,13 +180,14 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// as the thread's loop, rather than dropped (a task that never resumes) or trapping. Timers
     /// it arms never fire: the event base is gone.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        if !enqueueIfAccepting(.job(job)) {
-            runOrphan(job)
-        }
+        submit(.job(UnownedJob(job)))
     }
 
-    private func runOrphan(_ job: UnownedJob) {
+    /// Runs work that arrived after the loop stopped: at once on the enqueuing thread, serially
+    /// with any other such work, with this loop as the thread's loop. Never dropped (a dropped
+    /// job is a task that never resumes, a dropped closure a completion never called) and never
+    /// a trap.
+    private func runOrphan(_ job: LoopJob) {
         let mustDrain = orphans.withSanitizedLock { orphans -> Bool in
             orphans.jobs.append(job)
             if orphans.draining { return false }
@@ -197,7 +198,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         let previous = sluice_current_loop_get()
         sluice_current_loop_set(Unmanaged.passUnretained(self).toOpaque())
         defer { sluice_current_loop_set(previous) }
-        while let next = orphans.withSanitizedLock({ orphans -> UnownedJob? in
+        while let next = orphans.withSanitizedLock({ orphans -> LoopJob? in
             if orphans.jobs.isEmpty {
                 orphans.draining = false
                 return nil
@@ -205,7 +206,14 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
             return orphans.jobs.removeFirst()
         }) {
             loopOnly.cachedNow = nil
-            next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+            switch next {
+            case .job(let job):
+                job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+            case .closure(let body):
+                body()
+            case .stop:
+                break
+            }
         }
     }
 
@@ -231,8 +239,10 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     /// Runs `body` on the loop thread, after everything queued before it.
     ///
-    /// Calling this after the loop has shut down is a programming error and traps: the closure
-    /// would never run.
+    /// After the loop has stopped, `body` still runs, at once on the calling thread (serially
+    /// with other late work, with this loop as the thread's loop): what it touches of the loop's
+    /// resources is closed by then (a closed connection ignores writes, a timer it arms never
+    /// fires). Work that has nothing to do after a shutdown uses ``executeIfRunning(_:)``.
     public func execute(_ body: @escaping @Sendable () -> Void) {
         submit(.closure(body))
     }
@@ -246,9 +256,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     private func submit(_ job: LoopJob) {
-        guard enqueueIfAccepting(job) else {
-            // A dropped executor job is a task that never resumes: refuse loudly.
-            fatalError("EventLoop \(name) has shut down; it cannot run more work")
+        if !enqueueIfAccepting(job) {
+            runOrphan(job)
         }
     }
 
@@ -482,7 +491,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     /// Runs everything queued so far, stops the loop, closes its resources and joins its thread.
     ///
     /// Call from outside the loop (joining the loop's thread from itself would deadlock). Jobs
-    /// enqueued while the loop drains still run; once it has drained, further jobs trap.
+    /// enqueued while the loop drains still run; once it has drained, further work runs on the
+    /// thread that submits it (see ``execute(_:)``).
     /// Calling it again is harmless.
     public func shutdownGracefully() {
         precondition(!inEventLoop, "shutdownGracefully() called on \(name)'s own thread: it would deadlock")
@@ -635,8 +645,8 @@ extension EventLoop {
     }
 }
 
-/// Executor jobs a stopped loop still has to run, and whether a thread is running them.
+/// Work a stopped loop still has to run, and whether a thread is running it.
 private struct OrphanQueue {
-    var jobs: [UnownedJob] = []
+    var jobs: [LoopJob] = []
     var draining = false
 }

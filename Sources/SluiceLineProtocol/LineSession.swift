@@ -129,7 +129,7 @@ public final class LineSession: TCPLineHandler, @unchecked Sendable {
 
     /// Handles one request line (without its LF).
     public func received(line: UnsafeRawBufferPointer) {
-        server.countRequest()
+        server.countRequest(at: connection.loop.now)
         let parsed: RequestLine.Parsed
         switch RequestLine.parse(line) {
         case .success(let value):

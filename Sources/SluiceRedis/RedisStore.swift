@@ -58,9 +58,21 @@ public final class RedisStore: SharedStore {
         for connection in connections.values { connection.start() }
     }
 
-    /// Closes every connection.
+    /// Closes every connection (from any thread; on a loop thread, that loop's connection
+    /// closes at once and the others later).
     public func close() {
         for connection in connections.values { connection.close() }
+    }
+
+    /// Closes every connection on its loop and returns once they are all closed: the calls
+    /// still waiting have been answered (`unavailable`) on their loops, which still run. Call
+    /// it after the gate has drained and before the loops stop, so that no store callback is
+    /// left for a loop that has stopped.
+    public func shutdown() async {
+        for connection in connections.values {
+            let loop = connection.loop
+            await loop.submit { connection.close() }
+        }
     }
 
     /// Whether the connection of `loop` is usable now (read on that loop).

@@ -1,0 +1,39 @@
+/// Why an effect may not pass its commit point (``EffectContext/commit()``): it must not make
+/// its irreversible change, and should throw this error (or return) without doing so. Its
+/// record is then given back (nothing was committed), so that a retry runs once.
+///
+/// A code, a message and the offending value (the library's error pattern).
+public struct CommitRefusal: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Why the commit was refused, as a stable, comparable code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        /// The effect was cancelled (its caller left a single execution, a newer request
+        /// replaced it, or the gate's drain ran out of time).
+        public static let cancelled = Code(name: "cancelled")
+        /// The effect holds a shared store's lease that may run out before its change lands:
+        /// less than a third of the lease is left by this process's clock (its renewals are
+        /// failing, or the process was paused). Another instance could take the record over.
+        public static let leaseNotSafe = Code(name: "leaseNotSafe")
+        /// The store said another owner holds the record now.
+        public static let leaseLost = Code(name: "leaseLost")
+        /// The effect is not running under the gate any more.
+        public static let notRunning = Code(name: "notRunning")
+        public var description: String { name }
+    }
+
+    /// Why.
+    public let code: Code
+    /// A human-readable explanation.
+    public let message: String
+    /// The offending value (the lease time left, the record).
+    public let value: String
+
+    /// Creates a refusal.
+    public init(code: Code, message: String, value: String) {
+        self.code = code
+        self.message = message
+        self.value = value
+    }
+
+    public var description: String { "CommitRefusal(\(code)): \(message) [\(value)]" }
+}
