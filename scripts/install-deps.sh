@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the system packages Sluice needs on Debian/Ubuntu, only when something is missing.
 #
-#   scripts/install-deps.sh            # build + test packages (the above, and redis-server)
+#   scripts/install-deps.sh            # build + test packages (the above, redis-server, and the
+#                                      # Python packages h11 and llhttp for the HTTP tests)
 #   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` and the README's nc examples need
-#   scripts/install-deps.sh --bench    # --runtime, and wrk for the HTTP benchmark
+#   scripts/install-deps.sh --bench    # --runtime, and wrk and nginx for the HTTP benchmark
 #                                      # (Examples/Benchmarks/http-compare.sh, Examples/LoadTest/run.sh)
 #
 # It checks `dpkg -s` first and calls `apt-get update && apt-get install -y …` (through sudo when
@@ -12,8 +13,8 @@
 set -euo pipefail
 
 runtime=(libevent-dev libhiredis-dev pkg-config netcat-openbsd curl)
-test_extra=(redis-server)
-bench_extra=(wrk)
+test_extra=(redis-server python3 python3-pip)
+bench_extra=(wrk nginx)
 
 packages=("${runtime[@]}")
 case "${1:-}" in
@@ -24,10 +25,10 @@ esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     if pkg-config --exists libevent libevent_pthreads hiredis 2>/dev/null \
-        && { [[ "${1:-}" != "--bench" ]] || command -v wrk >/dev/null 2>&1; }; then
+        && { [[ "${1:-}" != "--bench" ]] || { command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1; }; }; then
         exit 0
     fi
-    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads), hiredis and pkg-config yourself (and wrk for --bench, redis-server for the tests)" >&2
+    echo "install-deps: not a Debian/Ubuntu system; install libevent (with libevent_pthreads), hiredis and pkg-config yourself (and wrk and nginx for --bench, redis-server for the tests)" >&2
     echo "install-deps: e.g. 'brew install libevent hiredis pkg-config wrk redis' on macOS" >&2
     exit 1
 fi
@@ -39,7 +40,20 @@ for package in "${packages[@]}"; do
     fi
 done
 
+# The HTTP tests' reference parsers and strict client (Python: h11 and llhttp, from PyPI), for
+# the test run only.
+install_python_tools() {
+    [[ "${1:-}" == "--runtime" || "${1:-}" == "--bench" ]] && return 0
+    if python3 -c 'import h11, llhttp' >/dev/null 2>&1; then return 0; fi
+    echo "install-deps: installing the Python packages h11 and llhttp (the HTTP tests' reference parsers)" >&2
+    local packages=(h11==0.16.0 llhttp==9.3.0.0)
+    python3 -m pip install --quiet "${packages[@]}" 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages "${packages[@]}" \
+        || python3 -m pip install --quiet --user --break-system-packages "${packages[@]}"
+}
+
 if ((${#missing[@]} == 0)); then
+    install_python_tools "${1:-}"
     exit 0
 fi
 
@@ -55,3 +69,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -q
 "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_python_tools "${1:-}"

@@ -36,6 +36,16 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// The executable named `name` on `PATH` (or in `/usr/bin`, `/usr/local/bin`), if any.
+    public static func executable(named name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in path.split(separator: ":").map(String.init) + ["/usr/bin", "/usr/local/bin"] {
+            let candidate = directory + "/" + name
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
     /// The child's process id.
     public let pid: pid_t
     /// The executable's path.
@@ -46,11 +56,14 @@ public final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var exit: Termination?
 
-    /// Starts `path` with `arguments` and this process's environment.
+    /// Starts `path` with `arguments` and this process's environment. With
+    /// `captureErrorOutput`, standard error is kept in ``errorOutput``; with
+    /// `captureStandardOutput` too, standard output goes there as well (else it is discarded).
     ///
     /// - Throws: ``LineClient/Failure`` when the executable cannot be started.
-    public init(_ path: String, _ arguments: [String], captureErrorOutput: Bool = false) throws {
+    public init(_ path: String, _ arguments: [String], captureErrorOutput: Bool = false, captureStandardOutput: Bool = false) throws {
         self.path = path
+        let captureErrorOutput = captureErrorOutput || captureStandardOutput
         var pipeEnds: [Int32] = [-1, -1]
         if captureErrorOutput {
             let failure = pipeEnds.withUnsafeMutableBufferPointer { sluice_test_pipe($0.baseAddress!) }
@@ -62,7 +75,7 @@ public final class ChildProcess: @unchecked Sendable {
         let argv = ([path] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
         let failure = (argv + [nil]).withUnsafeBufferPointer { arguments in
-            sluice_test_spawn(path, arguments.baseAddress!, environ, -1, pipeEnds[1], &child)
+            sluice_test_spawn(path, arguments.baseAddress!, environ, captureStandardOutput ? pipeEnds[1] : -1, pipeEnds[1], &child)
         }
         if captureErrorOutput { close(pipeEnds[1]) }
         guard failure == 0 else {

@@ -55,8 +55,21 @@ struct FieldFacts: Sendable {
                 .badRequest, "bad-field-value",
                 detail: "a field value holds a control character (0x\(String(byte, radix: 16)))")
         }
-        guard !trailer else { return nil }
         let name = UnsafeRawBufferPointer(rebasing: line[0..<colon])
+        let framing = HTTPBytes.equalsIgnoringCase(name, "content-length") || HTTPBytes.equalsIgnoringCase(name, "transfer-encoding")
+        if trailer {
+            // A trailer never frames anything; one that names a framing field is what another
+            // parser might merge into the head (llhttp refuses it too).
+            return framing
+                ? HTTPProblem(.badRequest, "bad-trailer", detail: "a trailer section carries no Content-Length or Transfer-Encoding")
+                : nil
+        }
+        if framing, line[(colon + 1)...].contains(HTTPBytes.tab) {
+            // Tabs around a framing value are read differently by different parsers.
+            return HTTPProblem(
+                .badRequest, HTTPBytes.equalsIgnoringCase(name, "content-length") ? "bad-content-length" : "bad-transfer-encoding",
+                detail: "a framing field's value holds a tab")
+        }
         let value = UnsafeRawBufferPointer(rebasing: line[start..<end])
         switch name.count {
         case 4 where HTTPBytes.equalsIgnoringCase(name, "host"):
@@ -135,6 +148,10 @@ struct FieldFacts: Sendable {
     private mutating func addContentLength(_ value: UnsafeRawBufferPointer) -> HTTPProblem? {
         guard !value.isEmpty else {
             return HTTPProblem(.badRequest, "bad-content-length", detail: "Content-Length is empty")
+        }
+        // More digits than any length needs is a value parsers overflow differently.
+        guard value.count <= 19 else {
+            return HTTPProblem(.badRequest, "bad-content-length", detail: "Content-Length has more than 19 digits")
         }
         var length = 0
         for byte in value {

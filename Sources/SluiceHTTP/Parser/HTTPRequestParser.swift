@@ -27,7 +27,8 @@ import HTTPTypes
 ///   on any method is read as that request's body;
 /// - chunk sizes are hex digits only, each size line (with its extensions, `;name[=value]`
 ///   without whitespace) at most ``Limits/maximumChunkLineBytes``, and the trailer section is
-///   read as fields and dropped;
+///   read as fields (never `Content-Length` or `Transfer-Encoding`) and dropped; a framing
+///   field's value holds no tab, and a length at most 19 digits;
 /// - the head (through the blank line that ends it) is at most ``Limits/maximumHeadBytes``
 ///   (else 431), the body at most ``Limits/maximumBodyBytes`` (else 413, as soon as the head or
 ///   the chunk sizes announce more), and a chunked body's framing adds at most
@@ -59,9 +60,11 @@ public struct HTTPRequestParser: Sendable {
             self.maximumChunkFramingBytes = maximumChunkFramingBytes
         }
 
-        /// The most bytes one request can take on the wire.
+        /// The most bytes one request can take on the wire: its head, its body, and a chunked
+        /// body's framing with the one line (a trailer, at most a head's size) that may cross the
+        /// framing bound before it is checked.
         public var maximumMessageBytes: Int {
-            maximumHeadBytes + maximumBodyBytes + maximumChunkFramingBytes
+            2 * maximumHeadBytes + maximumBodyBytes + maximumChunkFramingBytes
         }
     }
 
@@ -166,19 +169,26 @@ public struct HTTPRequestParser: Sendable {
         while true {
             let start = state.position
             guard start < limit, let found = memchr(base + start, Int32(HTTPBytes.lf), limit - start) else {
+                // A CR followed by anything but LF is refused at once, before the line ends
+                // (and before the head's limit, which is past it).
+                if start < limit, let problem = Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<limit]), lineEnded: false) {
+                    return .refused(problem)
+                }
                 if bytes.count >= limits.maximumHeadBytes {
                     return .refused(Self.headTooLarge(limits.maximumHeadBytes))
                 }
-                // A CR followed by anything but LF is refused at once, before the line ends.
-                return Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<limit]), lineEnded: false)
-                    .map { .refused($0) } ?? .incomplete
+                return .incomplete
             }
             let lf = UnsafeRawPointer(found) - base
+            // The first bad byte decides, wherever the stream was cut: a CR before it that is
+            // not the one right before the LF, else an LF without its CR.
+            if let problem = Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<lf]), lineEnded: false) {
+                return .refused(problem)
+            }
             guard lf > start, bytes[lf - 1] == HTTPBytes.cr else {
                 return .refused(HTTPProblem(.badRequest, "bare-lf", detail: "a line of the head ends with a bare LF, not CRLF"))
             }
             let line = UnsafeRawBufferPointer(rebasing: bytes[start..<(lf - 1)])
-            if let problem = Self.bareCR(in: line, lineEnded: true) { return .refused(problem) }
             state.position = lf + 1
             if state.requestLine == nil {
                 if line.isEmpty {
@@ -235,8 +245,9 @@ public struct HTTPRequestParser: Sendable {
     // MARK: - Chunked body
 
     private mutating func parseChunked(_ bytes: UnsafeRawBufferPointer, requestLine: RequestLine, headLength: Int) -> Step {
+        // Every check depends on where a byte lies, never on how many bytes have arrived, so
+        // that a body refused whole is refused the same way however it trickles in.
         let dataLimit = limits.maximumBodyBytes
-        let rawLimit = headLength + limits.maximumBodyBytes + limits.maximumChunkFramingBytes
         while true {
             let start = state.position
             if start - headLength - state.chunkedData > limits.maximumChunkFramingBytes {
@@ -247,24 +258,25 @@ public struct HTTPRequestParser: Sendable {
             guard let base = bytes.baseAddress, start < searchEnd,
                 let found = memchr(base + start, Int32(HTTPBytes.lf), searchEnd - start)
             else {
+                if start < searchEnd, let problem = Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<searchEnd]), lineEnded: false) {
+                    return .refused(problem)
+                }
                 if bytes.count - start >= lineLimit {
                     return .refused(
                         state.inTrailers
                             ? Self.headTooLarge(limits.maximumHeadBytes)
                             : HTTPProblem(.badRequest, "chunk-line-too-long", detail: "a chunk-size line is over \(lineLimit) bytes"))
                 }
-                if bytes.count > rawLimit { return .refused(Self.bodyTooLarge(dataLimit)) }
-                if bytes.count > start, let problem = Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<searchEnd]), lineEnded: false) {
-                    return .refused(problem)
-                }
                 return .incomplete
             }
             let lf = UnsafeRawPointer(found) - base
+            if let problem = Self.bareCR(in: UnsafeRawBufferPointer(rebasing: bytes[start..<lf]), lineEnded: false) {
+                return .refused(problem)
+            }
             guard lf > start, bytes[lf - 1] == HTTPBytes.cr else {
                 return .refused(HTTPProblem(.badRequest, "bare-lf", detail: "a line of the chunked body ends with a bare LF, not CRLF"))
             }
             let line = UnsafeRawBufferPointer(rebasing: bytes[start..<(lf - 1)])
-            if let problem = Self.bareCR(in: line, lineEnded: true) { return .refused(problem) }
             if state.inTrailers {
                 state.position = lf + 1
                 if line.isEmpty {
@@ -289,10 +301,7 @@ public struct HTTPRequestParser: Sendable {
             }
             guard size <= dataLimit - state.chunkedData else { return .refused(Self.bodyTooLarge(dataLimit)) }
             let dataEnd = lf + 1 + size
-            guard bytes.count >= dataEnd + 2 else {
-                if bytes.count > rawLimit { return .refused(Self.bodyTooLarge(dataLimit)) }
-                return .incomplete
-            }
+            guard bytes.count >= dataEnd + 2 else { return .incomplete }
             guard bytes[dataEnd] == HTTPBytes.cr, bytes[dataEnd + 1] == HTTPBytes.lf else {
                 return .refused(HTTPProblem(.badRequest, "bad-chunk", detail: "a chunk's data is not followed by CRLF"))
             }
