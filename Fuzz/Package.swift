@@ -3,7 +3,8 @@ import PackageDescription
 
 /// libFuzzer targets for Sluice, in a package of their own so the root package is untouched.
 ///
-/// They use only the public API of `SluiceCore`, `SluiceLibevent` and `SluiceLineProtocol`.
+/// They use only the public API of `SluiceCore`, `SluiceLibevent`, `SluiceLineProtocol` and
+/// `SluiceHTTP`.
 /// Build them with the fuzzer (and address) sanitizer on every module, so that the library code
 /// is instrumented for coverage too (see `README.md` and `../scripts/fuzz.sh`):
 ///
@@ -43,9 +44,11 @@ let package = Package(
         .executable(name: "fuzz-idempotency", targets: ["FuzzIdempotency"]),
         .executable(name: "fuzz-flight", targets: ["FuzzFlight"]),
         .executable(name: "fuzz-tables", targets: ["FuzzTables"]),
+        .executable(name: "fuzz-http", targets: ["FuzzHTTP"]),
     ],
     dependencies: [
         .package(name: "Sluice", path: ".."),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .target(name: "FuzzSupport", dependencies: [], swiftSettings: settings),
@@ -61,5 +64,9 @@ let package = Package(
         fuzzTarget("FuzzIdempotency", [sluiceCore]),
         fuzzTarget("FuzzFlight", ["FuzzModels", sluiceCore]),
         fuzzTarget("FuzzTables", ["FuzzModels", sluiceCore]),
+        fuzzTarget("FuzzHTTP", [
+            .product(name: "SluiceHTTP", package: "Sluice"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+        ]),
     ]
 )
