@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# HTTP comparison: POST /tap/<key> on sluice-echo's HTTP front (--loops 1), the plain C evhttp
+# HTTP comparison: POST /tap/<key> on sluice-echo's HTTP front (--loops 1), nginx's limit_req
+# (Debian's nginx, one process, keyed by $uri, one request per window), the plain C evhttp
 # server (evhttp-tap; again with --changelist, on an event base configured like sluice-echo's)
-# and the Hummingbird 2 server (hummingbird-tap --threads 1), driven one
-# after the other by the same wrk load for the same time.
+# and the Hummingbird 2 server (hummingbird-tap --threads 1), driven one after the other by the
+# same wrk load for the same time.
 #
 #   Examples/Benchmarks/http-compare.sh [--seconds 10] [--rounds 3] [--warmup 2]
 #       [--connections 50] [--window-ms 1000] [--out-dir Examples/LoadTest/out] [--skip-build]
@@ -10,10 +11,11 @@
 #
 # Load: wrk -t1 -c<connections> -d<seconds>s --latency -s Examples/LoadTest/wrk/tap.lua; every
 # request is POST /tap/k<0..99999> with an empty body; 200 (ran) and 429 (throttled) answers
-# are counted, any other status is an error. Each server is started once (a fresh process on a
+# are counted, any other status is an error. Before the load, each server is asked to tap one
+# key twice: it must answer 200 then 429. Each server is started once (a fresh process on a
 # free port), gets --warmup seconds of the same load (not counted), then the rounds take the
-# servers in turn, --rounds times. req/s = all requests / all seconds; p50 and p99 = the median
-# of the rounds' figures; server CPU = utime + stime from /proc/<pid>/stat over the measured
+# servers in turn, --rounds times. req/s, p50 and p99 = the median of the rounds' figures;
+# server CPU = utime + stime from /proc/<pid>/stat over the measured
 # runs, per request and as a share of one core (over 100%: more than one thread worked); other
 # CPU = the machine's busy time (/proc/stat) less the server's and wrk's: the kernel's loopback
 # work and whatever else ran, so a disturbed run shows.
@@ -21,6 +23,9 @@
 # besides the event loop: a second row, hummingbird-tap --handlers-on-loops, keeps it all on
 # its one loop thread.
 #
+# nginx runs with a configuration this script writes to --out-dir (master_process off: one
+# process, so its CPU is the one measured; limit_req_status 429); it is installed by
+# scripts/install-deps.sh --bench, and skipped with a note when missing.
 # Builds first (release; --skip-build uses what is built): the C baselines
 # (Examples/Baselines/build.sh), hummingbird-tap (this package, scratch path ../../.build-bench)
 # and sluice-echo (the root package). A sluice-echo whose --help has no --http-port is skipped
@@ -54,7 +59,7 @@ while (($#)); do
             esac
             shift 2 ;;
         --skip-build) skip_build=true; shift ;;
-        -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "http-compare: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -134,7 +139,55 @@ start() { # label port-to-load shown-command command...
     fi
 }
 
-labels=(sluice-echo evhttp-tap evhttp-tap-changelist hummingbird-tap hummingbird-tap-on-loop)
+labels=(sluice-echo nginx-limit-req evhttp-tap evhttp-tap-changelist hummingbird-tap hummingbird-tap-on-loop)
+
+# nginx's limit_req, configured for the same job: one request per --window-ms per URI, 429 past
+# it, 200 with a small JSON body otherwise. A `return` in the location would answer before the
+# limiter runs (rewrite comes before preaccess), so the limited location hands the request to a
+# named location that answers.
+nginx_bin="$(command -v nginx || true)"
+[[ -n "$nginx_bin" ]] || { [[ -x /usr/sbin/nginx ]] && nginx_bin=/usr/sbin/nginx; }
+if [[ -n "$nginx_bin" ]]; then
+    p="$(free_port)"
+    nginx_dir="$out_dir/nginx"
+    mkdir -p "$nginx_dir"
+    if ((window_ms % 1000 == 0 && window_ms / 1000 == 1)); then rate="1r/s"; else rate="$((60000 / window_ms))r/m"; fi
+    cat >"$nginx_dir/nginx.conf" <<NGINX
+master_process off;
+daemon off;
+worker_processes 1;
+pid $nginx_dir/nginx.pid;
+error_log $nginx_dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $nginx_dir/body;
+    proxy_temp_path $nginx_dir/proxy;
+    fastcgi_temp_path $nginx_dir/fastcgi;
+    uwsgi_temp_path $nginx_dir/uwsgi;
+    scgi_temp_path $nginx_dir/scgi;
+    limit_req_zone \$uri zone=tap:64m rate=$rate;
+    limit_req_status 429;
+    limit_req_log_level info;
+    server {
+        listen 127.0.0.1:$p;
+        root $nginx_dir;
+        location /tap/ {
+            limit_req zone=tap;
+            try_files /no-such-file @tap;
+        }
+        location @tap {
+            default_type application/json;
+            return 200 '{"tap":1}';
+        }
+    }
+}
+NGINX
+    start nginx-limit-req "$p" "nginx -c <out-dir>/nginx/nginx.conf (limit_req keyed by \$uri, $rate, master_process off)" \
+        "$nginx_bin" -c "$nginx_dir/nginx.conf" -p "$nginx_dir"
+else
+    note[nginx-limit-req]="skipped, nginx is not installed: scripts/install-deps.sh --bench installs it"
+fi
 
 if [[ ! -x "$sluice_bin" ]]; then
     note[sluice-echo]="skipped, \`$sluice_bin\` is not built"
@@ -171,6 +224,16 @@ for label in "${labels[@]}"; do
     if [[ -n "${note[$label]:-}" ]]; then log "$label ${note[$label]}"; fi
 done
 
+# Each server must be a limiter: one key tapped twice in a window is answered 200, then 429.
+declare -A twice
+for label in "${labels[@]}"; do
+    [[ -n "${pid[$label]:-}" ]] || continue
+    first="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:${port[$label]}/tap/twice-check" || true)"
+    second="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:${port[$label]}/tap/twice-check" || true)"
+    twice[$label]="$first then $second"
+    if [[ "$first" != 200 || "$second" != 429 ]]; then log "$label: a key tapped twice got $first then $second, not 200 then 429"; fi
+done
+
 # ---------------------------------------------------------------------------------------------
 # Runs
 cpu_ticks() { # pid -> utime + stime in clock ticks
@@ -196,7 +259,7 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { if (NR == 
 
 wrk_args=(-t1 "-c$connections" "-d${seconds}s" --latency -s "$lua")
 wrk_shown="wrk -t1 -c$connections -d${seconds}s --latency -s Examples/LoadTest/wrk/tap.lua http://127.0.0.1:<port>/"
-declare -A requests elapsed ticks others ok throttled errors p50s p99s
+declare -A requests elapsed ticks others ok throttled errors p50s p99s rounds_rps
 for label in "${labels[@]}"; do
     [[ -n "${pid[$label]:-}" ]] || continue
     if ((warmup > 0)); then
@@ -222,6 +285,7 @@ for round in $(seq 1 "$rounds"); do
             continue
         fi
         requests[$label]=$((${requests[$label]:-0} + n))
+        rounds_rps[$label]="${rounds_rps[$label]:-} $(field "$report" rps)"
         elapsed[$label]="$(awk -v a="${elapsed[$label]:-0}" -v b="$(field "$report" seconds)" 'BEGIN { print a + b }')"
         ticks[$label]=$((${ticks[$label]:-0} + after - before))
         # Everything but this server and wrk: kernel network work, and whatever else runs.
@@ -240,7 +304,7 @@ cleanup
 declare -A rps p50 p99 cpu share other
 for label in "${labels[@]}"; do
     [[ -n "${requests[$label]:-}" ]] || continue
-    rps[$label]="$(awk -v n="${requests[$label]}" -v s="${elapsed[$label]}" 'BEGIN { printf "%.0f", n / s }')"
+    rps[$label]="$(median <<<"${rounds_rps[$label]}")"
     p50[$label]="$(median <<<"${p50s[$label]}")"
     p99[$label]="$(median <<<"${p99s[$label]}")"
     cpu[$label]="$(awk -v t="${ticks[$label]}" -v hz="$hz" -v n="${requests[$label]}" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }')"
@@ -260,17 +324,18 @@ lower_p99() { # label -> yes/no/n/a: is sluice-echo's p99 lower than that server
 
 echo "Each server is a fresh process with one event-loop thread, started once and warmed up for ${warmup}s (not counted); then the servers take turns, $rounds round(s) of \`$wrk_shown\`. Every request is \`POST /tap/k<0..99999>\` with an empty body; a key tapped again less than $window_ms ms after its last run gets 429. req/s over all rounds; p50 and p99 are the medians of the rounds' figures; server CPU = utime + stime from \`/proc/<pid>/stat\` over the measured runs, per request and as a share of one core; other CPU = the machine's busy time (\`/proc/stat\`) less the server's and wrk's, as a share of one core: the kernel's loopback work, and whatever else ran (a high figure marks a disturbed run). Errors = statuses other than 200 and 429, plus socket errors. hummingbird-tap runs its handlers as tasks on Swift Concurrency's global executor, threads besides its loop (hence a share over 100%); hummingbird-tap-on-loop (\`--handlers-on-loops\`) runs them on its one loop thread. sluice-echo's loops batch their epoll changes (libevent's changelist, \`EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST\`); evhttp-tap runs on libevent's default base, as a plain server does, and evhttp-tap-changelist (\`--changelist\`) is the same C server on a base like sluice-echo's."
 echo
-echo "| server | req/s | p50 µs | p99 µs | server CPU µs/req | server CPU | other CPU | 200 | 429 | errors | command |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+echo "| server | req/s | p50 µs | p99 µs | server CPU µs/req | server CPU | other CPU | 200 | 429 | errors | one key twice | command |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 for label in "${labels[@]}"; do
     if [[ -n "${rps[$label]:-}" ]]; then
-        echo "| $label | ${rps[$label]} | ${p50[$label]} | ${p99[$label]} | ${cpu[$label]} | ${share[$label]} | ${other[$label]} | ${ok[$label]} | ${throttled[$label]} | ${errors[$label]} | \`${shown[$label]}\`; \`$wrk_shown\` |"
+        echo "| $label | ${rps[$label]} | ${p50[$label]} | ${p99[$label]} | ${cpu[$label]} | ${share[$label]} | ${other[$label]} | ${ok[$label]} | ${throttled[$label]} | ${errors[$label]} | ${twice[$label]:-} | \`${shown[$label]}\`; \`$wrk_shown\` |"
     else
-        echo "| $label | — | — | — | — | — | — | — | — | — | ${note[$label]:-no result (see the log)} |"
+        echo "| $label | — | — | — | — | — | — | — | — | — | — | ${note[$label]:-no result (see the log)} |"
     fi
 done
 echo
-echo "Throughput sluice/C: $(ratio "${rps[sluice-echo]:-0}" "${rps[evhttp-tap]:-0}") (target ≥ 0.85) · sluice/Hummingbird: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap]:-0}") (target ≥ 1.0, with a lower p99: $(lower_p99 hummingbird-tap)) · sluice/Hummingbird with its handlers on the loop: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap-on-loop]:-0}") (lower p99: $(lower_p99 hummingbird-tap-on-loop))."
+echo "Against nginx limit_req: throughput $(ratio "${rps[sluice-echo]:-0}" "${rps[nginx-limit-req]:-0}") (target ≥ 0.85), p99 $(ratio "${p99[sluice-echo]:-0}" "${p99[nginx-limit-req]:-0}") (target ≤ 1.2), server CPU per request $(ratio "${cpu[sluice-echo]:-0}" "${cpu[nginx-limit-req]:-0}")."
+echo "Throughput sluice/C: $(ratio "${rps[sluice-echo]:-0}" "${rps[evhttp-tap]:-0}") (target ≥ 1.1) · sluice/Hummingbird: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap]:-0}") (target ≥ 1.0, with a lower p99: $(lower_p99 hummingbird-tap)) · sluice/Hummingbird with its handlers on the loop: $(ratio "${rps[sluice-echo]:-0}" "${rps[hummingbird-tap-on-loop]:-0}") (lower p99: $(lower_p99 hummingbird-tap-on-loop))."
 echo "Against the C server on a base like sluice-echo's (epoll changelist): throughput $(ratio "${rps[sluice-echo]:-0}" "${rps[evhttp-tap-changelist]:-0}"), p99 lower: $(lower_p99 evhttp-tap-changelist)."
 echo "Server CPU per request, sluice/C: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[evhttp-tap]:-0}") · sluice/C with the changelist: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[evhttp-tap-changelist]:-0}") · sluice/Hummingbird: $(ratio "${cpu[sluice-echo]:-0}" "${cpu[hummingbird-tap]:-0}")."
 if [[ -z "${rps[sluice-echo]:-}" ]]; then
