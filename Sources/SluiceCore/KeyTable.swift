@@ -135,6 +135,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @usableFromInline var sweepCursor: Int
     /// `counters.inserted` when ``sweepKeepingUp(now:minimumEntries:)`` last ran.
     @usableFromInline var insertedAtLastSweep = 0
+    /// ``Counters/expired`` at the last sweep.
+    @usableFromInline var expiredAtLastSweep = 0
 
     /// The most entries the table holds.
     public let capacity: Int
@@ -568,30 +570,42 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return removed
     }
 
-    /// A periodic sweep whose work keeps up with the keys arriving: it examines at least
-    /// `minimumEntries` entries, and twice as many as were inserted since its last run. It first
-    /// drops idle entries from the least recently used end (where keys go idle first: an
-    /// idempotency record, for one, is used last when it completes), then goes on like
-    /// ``sweep(now:maxEntries:)``. A sweep of a fixed size falls behind once keys arrive faster
-    /// than it examines them, and the table then fills to its budget with keys that no longer
-    /// matter.
+    /// A periodic sweep whose work keeps up with the keys arriving once the table fills: it
+    /// examines at least `minimumEntries` entries, and, once the table holds three quarters of
+    /// its capacity, twice as many as were inserted since its last run (less those dropped
+    /// meanwhile). It first drops idle entries from the least recently used end (where keys go
+    /// idle first: an idempotency record, for one, is used last when it completes), then goes
+    /// on like ``sweep(now:maxEntries:)``. A sweep of a fixed size falls behind once keys arrive
+    /// faster than it examines them, and a full table would then drop idle keys one by one on
+    /// the path of new ones.
     ///
     /// - Returns: how many entries were dropped.
     @inlinable
     @discardableResult
     public mutating func sweepKeepingUp(now: Instant, minimumEntries: Int) -> Int {
         let arrivals = Swift.max(0, counters.inserted &- insertedAtLastSweep)
-        insertedAtLastSweep = counters.inserted
+        // The keys dropped since (found idle on lookup, or to make room) count as examined.
+        let dropped = Swift.max(0, counters.expired &- expiredAtLastSweep)
         let doubled = arrivals.multipliedReportingOverflow(by: 2)
+        var wanted = doubled.overflow ? Int.max : Swift.max(0, doubled.partialValue - dropped)
+        // Below three quarters of its capacity the table has room to spare: idle keys cost
+        // memory the budget allows and are dropped on demand (room comes from idle keys first),
+        // and a key that comes back finds its entry to reuse. Only then does the sweep keep up
+        // with the arrivals; until then it examines its minimum, so that it never makes a
+        // pause long enough to show in the latency's tail.
+        if entries.count < capacity - capacity / 4 { wanted = 0 }
         // No more than one pass over the table: examining an entry twice finds nothing new.
-        let budget = Swift.min(entries.count, Swift.max(minimumEntries, doubled.overflow ? Int.max : doubled.partialValue))
+        let budget = Swift.min(entries.count, Swift.max(minimumEntries, wanted))
         var examined = 0
         var removed = 0
         while examined < budget, removeIdleTail(now: now) {
             removed += 1
             examined += 1
         }
-        return removed + sweep(now: now, maxEntries: budget - examined)
+        removed += sweep(now: now, maxEntries: budget - examined)
+        insertedAtLastSweep = counters.inserted
+        expiredAtLastSweep = counters.expired
+        return removed
     }
 
     /// Keys from most to least recently used (for tests and diagnostics).

@@ -1,4 +1,4 @@
-/// The byte classes of HTTP/1.1's grammar (RFC 9110 §5.6, RFC 3986), one table lookup each.
+/// The byte classes of HTTP/1.1's grammar (RFC 9110 §5.6, RFC 3986), a few instructions each.
 enum HTTPBytes {
     static let cr: UInt8 = 0x0D
     static let lf: UInt8 = 0x0A
@@ -6,44 +6,30 @@ enum HTTPBytes {
     static let tab: UInt8 = 0x09
     static let colon: UInt8 = 0x3A
 
-    private static let tokenBit: UInt8 = 1
-    private static let targetBit: UInt8 = 2
-    private static let valueBit: UInt8 = 4
-    private static let hostBit: UInt8 = 8
-    private static let hexBit: UInt8 = 16
-    private static let quotedBit: UInt8 = 32
+    // Each class as two 64-bit masks (bytes 0–63 and 64–127), written out as literals: a table
+    // in a global would cost a lazy-initialisation check (`swift_once`) on every byte.
+    // tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+    @inline(__always) static func isToken(_ byte: UInt8) -> Bool { member(byte, 0x03FF_6CFA_0000_0000, 0x57FF_FFFF_C7FF_FFFE) }
+    /// A request target's bytes: unreserved / sub-delims / ":" / "@" / "/" / "?" / "%" (RFC 3986;
+    /// the percent's two hex digits are checked apart).
+    @inline(__always) static func isTarget(_ byte: UInt8) -> Bool { member(byte, 0xAFFF_FFF2_0000_0000, 0x47FF_FFFE_87FF_FFFF) }
+    /// A field value's bytes: VCHAR, SP, HTAB and obs-text.
+    @inline(__always) static func isFieldValue(_ byte: UInt8) -> Bool {
+        byte >= 0x80 || byte == tab || (byte >= 0x20 && byte != 0x7F)
+    }
+    /// A Host value's bytes: reg-name / IPv4 / IP-literal and a port (RFC 3986 §3.2.2).
+    @inline(__always) static func isHost(_ byte: UInt8) -> Bool { member(byte, 0x2FFF_7FF2_0000_0000, 0x47FF_FFFE_AFFF_FFFE) }
+    @inline(__always) static func isHex(_ byte: UInt8) -> Bool { member(byte, 0x03FF_0000_0000_0000, 0x0000_007E_0000_007E) }
+    /// qdtext = HTAB / SP / "!" / %x23-5B / %x5D-7E / obs-text
+    @inline(__always) static func isQuotedText(_ byte: UInt8) -> Bool {
+        byte >= 0x80 || member(byte, 0xFFFF_FFFB_0000_0200, 0x7FFF_FFFF_EFFF_FFFF)
+    }
 
-    /// One entry per byte value: the classes it belongs to.
-    private static let classes: [UInt8] = {
-        var table = [UInt8](repeating: 0, count: 256)
-        let alpha = Array(UInt8(ascii: "a")...UInt8(ascii: "z")) + Array(UInt8(ascii: "A")...UInt8(ascii: "Z"))
-        let digits = Array(UInt8(ascii: "0")...UInt8(ascii: "9"))
-        // tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
-        for byte in alpha + digits + Array("!#$%&'*+-.^_`|~".utf8) { table[Int(byte)] |= tokenBit }
-        // A request target: unreserved / sub-delims / ":" / "@" / "/" / "?" / "%" (RFC 3986; the
-        // percent's two hex digits are checked apart).
-        for byte in alpha + digits + Array("-._~!$&'()*+,;=:@/?%".utf8) { table[Int(byte)] |= targetBit }
-        // A field value's bytes: VCHAR, SP, HTAB and obs-text.
-        for byte in 0x21...0x7E { table[byte] |= valueBit }
-        for byte in 0x80...0xFF { table[byte] |= valueBit }
-        table[0x20] |= valueBit
-        table[0x09] |= valueBit
-        // A Host value: reg-name / IPv4 / IP-literal and a port (RFC 3986 §3.2.2).
-        for byte in alpha + digits + Array("-._~!$&'()*+,;=:[]%".utf8) { table[Int(byte)] |= hostBit }
-        for byte in digits + Array("abcdefABCDEF".utf8) { table[Int(byte)] |= hexBit }
-        // qdtext = HTAB / SP / "!" / %x23-5B / %x5D-7E / obs-text
-        for byte in [0x09, 0x20, 0x21] + Array(0x23...0x5B) + Array(0x5D...0x7E) + Array(0x80...0xFF) {
-            table[byte] |= quotedBit
-        }
-        return table
-    }()
-
-    @inline(__always) static func isToken(_ byte: UInt8) -> Bool { classes[Int(byte)] & tokenBit != 0 }
-    @inline(__always) static func isTarget(_ byte: UInt8) -> Bool { classes[Int(byte)] & targetBit != 0 }
-    @inline(__always) static func isFieldValue(_ byte: UInt8) -> Bool { classes[Int(byte)] & valueBit != 0 }
-    @inline(__always) static func isHost(_ byte: UInt8) -> Bool { classes[Int(byte)] & hostBit != 0 }
-    @inline(__always) static func isHex(_ byte: UInt8) -> Bool { classes[Int(byte)] & hexBit != 0 }
-    @inline(__always) static func isQuotedText(_ byte: UInt8) -> Bool { classes[Int(byte)] & quotedBit != 0 }
+    @inline(__always) private static func member(_ byte: UInt8, _ low: UInt64, _ high: UInt64) -> Bool {
+        if byte < 64 { return (low >> UInt64(byte)) & 1 == 1 }
+        if byte < 128 { return (high >> UInt64(byte - 64)) & 1 == 1 }
+        return false
+    }
 
     /// The value of a hex digit (the caller checked ``isHex(_:)``).
     @inline(__always) static func hexValue(_ byte: UInt8) -> Int {
