@@ -76,7 +76,7 @@ struct ByteBuffer {
 
     /// Gives the memory back.
     mutating func release() {
-        if let base { free(base) }
+        if let base { Self.deallocate(base, capacity: capacity) }
         base = nil
         start = 0
         end = 0
@@ -95,18 +95,44 @@ struct ByteBuffer {
             end = held
             return
         }
-        // Grow to the larger of double and what is needed, in whole KiB.
+        // Grow to the larger of double and what is needed, in whole KiB (whole pages once
+        // mapped).
         let needed = held + extra
         let grown = max(needed, capacity * 2, 1024)
-        let rounded = (grown + 1023) & ~1023
-        guard let memory = malloc(rounded) else { fatalError("ByteBuffer: out of memory for \(rounded) bytes") }
+        let rounded = grown >= Self.mappedSize ? (grown + Self.pageSize - 1) & ~(Self.pageSize - 1) : (grown + 1023) & ~1023
+        let memory = Self.allocate(rounded)
         if let base {
             if held > 0 { memory.copyMemory(from: base + start, byteCount: held) }
-            free(base)
+            Self.deallocate(base, capacity: capacity)
         }
         base = memory
         start = 0
         end = held
         capacity = rounded
+    }
+
+    /// Sizes from which memory is mapped from the system, and unmapped when given back: a
+    /// large buffer (a connection that does not read its answers, a large body) returns its
+    /// pages to the system when it empties, where the allocator would keep them for the
+    /// process.
+    static let mappedSize = 32 << 10
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    private static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
+        if size >= mappedSize {
+            let memory = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            guard let memory, memory != MAP_FAILED else { fatalError("ByteBuffer: out of memory for \(size) bytes") }
+            return memory
+        }
+        guard let memory = malloc(size) else { fatalError("ByteBuffer: out of memory for \(size) bytes") }
+        return memory
+    }
+
+    private static func deallocate(_ memory: UnsafeMutableRawPointer, capacity: Int) {
+        if capacity >= mappedSize {
+            munmap(memory, capacity)
+        } else {
+            free(memory)
+        }
     }
 }

@@ -395,6 +395,40 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         }
     }
 
+    // MARK: - Connections waiting for the buffer budget
+
+    /// Adds `connection` to the connections woken when their accounting is back under its
+    /// budget; one timer checks every 5 ms while any waits (loop thread only).
+    func waitForBudget(_ connection: TCPConnection) {
+        assertInEventLoop()
+        scratch.budgetWaiters.append(connection)
+        guard !scratch.budgetTimerArmed else { return }
+        scratch.budgetTimerArmed = true
+        _ = schedule(after: .milliseconds(5)) { [self] in checkBudgetWaiters() }
+    }
+
+    private func checkBudgetWaiters() {
+        scratch.budgetTimerArmed = false
+        scratch.budgetChecks &+= 1
+        // Every 20th check (100 ms), waiters that watch nothing are asked whether their peer
+        // reset them.
+        let probeResets = scratch.budgetChecks % 20 == 0
+        let waiters = scratch.budgetWaiters
+        scratch.budgetWaiters.removeAll(keepingCapacity: true)
+        for connection in waiters {
+            if connection.isOpen && connection.isOverBudget {
+                if probeResets { connection.closeIfReset() }
+                if connection.isOpen { scratch.budgetWaiters.append(connection) }
+            } else {
+                connection.budgetAvailable()
+            }
+        }
+        if !scratch.budgetWaiters.isEmpty && !scratch.budgetTimerArmed {
+            scratch.budgetTimerArmed = true
+            _ = schedule(after: .milliseconds(5)) { [self] in checkBudgetWaiters() }
+        }
+    }
+
     // MARK: - Resources closed at shutdown
 
     /// Registers something that must be closed on the loop thread before the base is freed

@@ -17,6 +17,14 @@ final class LoopScratch {
         _modify { yield &stagingStorage.pointee }
     }
 
+    /// Connections that stopped reading because their accounting is over its budget, woken
+    /// by one timer of the loop.
+    var budgetWaiters: [TCPConnection] = []
+    /// Whether the loop's budget timer is armed.
+    var budgetTimerArmed = false
+    /// How many times the budget timer has fired.
+    var budgetChecks = 0
+
     init(readSize: Int) {
         read = .allocate(byteCount: readSize, alignment: 16)
         stagingStorage = .allocate(capacity: 1)

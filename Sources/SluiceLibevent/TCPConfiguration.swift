@@ -22,8 +22,9 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// refusal bytes and is closed at once. `nil` sets no cap.
     public var maximumConnections: Int?
     /// Bytes all of the server's connections may hold in their buffers together (input read
-    /// but not yet handled, output not yet sent). Over it, every connection stops reading
-    /// until the total is back under it. `nil` sets no budget.
+    /// but not yet handled, output not yet sent: the memory their buffers take). Over it, every
+    /// connection holding more than a little (16 KiB) stops reading until the total is back
+    /// under it; the others are still served. `nil` sets no budget.
     public var connectionBufferBudget: Int?
     /// How long accepting pauses after the system refused a new connection for want of
     /// descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`); it doubles while the

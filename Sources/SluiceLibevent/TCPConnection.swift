@@ -19,8 +19,10 @@ import Darwin
 ///
 /// - output: past ``TCPConfiguration/outputHighWatermark`` unsent bytes it stops reading, and
 ///   reads again at the low watermark (a peer that does not read cannot make it buffer more);
-/// - the process's budget: every connection reports the bytes it holds to its
-///   ``ConnectionAccounting``, and all stop reading while the total is over the budget;
+/// - the process's budget: every connection reports the buffer memory it holds to its
+///   ``ConnectionAccounting``; while the total is over the budget, the connections holding
+///   more than a little (``budgetFloor``) stop reading, so that the clients that fill it wait
+///   and the others are still served;
 /// - time: a frame the handler times (``timeFrame(_:restart:)``) must complete in time; a
 ///   connection that sends nothing, or takes none of its pending output, for the idle timeout
 ///   is closed.
@@ -369,17 +371,25 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         }
     }
 
+    /// Whether the handler is not handed bytes now (what was read waits).
     private var readingPaused: Bool {
         let s = state.pointee
-        return s.pausedByHandler || s.pausedForBackpressure || s.pausedForBudget || s.pausedForTurn || s.inputFull
-            || s.closeWhenFlushed
+        return s.pausedByHandler || s.pausedForBackpressure || s.pausedForTurn || s.closeWhenFlushed
     }
 
-    /// Adds the read event exactly when nothing pauses reading and input has not ended (or when
-    /// lingering, to drop what the peer still sends).
+    /// Whether the socket is not read now: the handler is paused, or the process is over its
+    /// buffer budget, or the input is full. Over the budget the handler still gets what was
+    /// read (which turns input into answers and lets the answers' own bounds apply); only new
+    /// bytes wait.
+    private var socketReadingPaused: Bool {
+        readingPaused || state.pointee.pausedForBudget || state.pointee.inputFull
+    }
+
+    /// Adds the read event exactly when nothing pauses reading the socket and input has not
+    /// ended (or when lingering, to drop what the peer still sends).
     private func updateReading() {
         guard state.pointee.open, let event = state.pointee.readEvent else { return }
-        let wanted = state.pointee.lingering || (!readingPaused && !state.pointee.inputEnded)
+        let wanted = state.pointee.lingering || (!socketReadingPaused && !state.pointee.inputEnded)
         guard wanted != state.pointee.readEnabled else { return }
         state.pointee.readEnabled = wanted
         if wanted {
@@ -413,7 +423,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             drainWhileLingering()
             return
         }
-        guard !readingPaused, !state.pointee.inputEnded else { return }
+        guard !socketReadingPaused, !state.pointee.inputEnded else { return }
         let fromScratch = state.pointee.input.isEmpty
         let space: UnsafeMutableRawBufferPointer
         let count: Int
@@ -582,29 +592,47 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
 
     // MARK: - The process's buffer budget
 
-    /// Reports this connection's buffer bytes to the accounting's total; pauses reading while
-    /// the total is over the budget, and checks again every few milliseconds until it is not.
+    /// A connection holding at most this much buffer memory is read even while the process is
+    /// over its budget: the clients that fill the budget stop being read, the others go on.
+    static let budgetFloor = 16 << 10
+
+    /// Reports the memory this connection's buffers hold to the accounting's total; while the
+    /// total is over the budget, a connection holding more than ``budgetFloor`` stops reading
+    /// its socket until the total is back under it (its loop checks every few milliseconds,
+    /// one timer for all its waiting connections). What it has read is still handed over.
     private func accountBuffers() {
         guard let accounting else { return }
-        let held = state.pointee.input.count + state.pointee.output.count
+        let held = state.pointee.input.capacity + state.pointee.output.capacity
         let delta = held - state.pointee.reportedBytes
         state.pointee.reportedBytes = held
-        guard accounting.addBufferBytes(delta), !state.pointee.pausedForBudget else { return }
+        guard accounting.addBufferBytes(delta), held > Self.budgetFloor, !state.pointee.pausedForBudget else { return }
         state.pointee.pausedForBudget = true
         updateReading()
-        recheckBudgetLater()
+        loop.waitForBudget(self)
+        if !readingPaused { offerInputLater() }
     }
 
-    private func recheckBudgetLater() {
-        _ = loop.schedule(after: .milliseconds(5)) { [self] in
-            guard isOpen, state.pointee.pausedForBudget else { return }
-            if accounting?.isOverBufferBudget == true {
-                recheckBudgetLater()
-                return
-            }
-            state.pointee.pausedForBudget = false
-            updateReading()
-            offerInputLater()
+    /// Called by the loop once the accounting is back under its budget.
+    func budgetAvailable() {
+        guard isOpen, state.pointee.pausedForBudget else { return }
+        state.pointee.pausedForBudget = false
+        updateReading()
+        offerInputLater()
+    }
+
+    /// Whether this connection's accounting is over its budget.
+    var isOverBudget: Bool { accounting?.isOverBufferBudget == true }
+
+    /// A connection waiting for the budget with no output pending watches nothing on its
+    /// socket (a reset would show on a write or a read): the loop asks now and then whether
+    /// its peer has reset it, and closes it if so, so that a client that left gives its slot
+    /// and its memory back.
+    func closeIfReset() {
+        guard isOpen, state.pointee.output.isEmpty else { return }
+        var failure: Int32 = 0
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(state.pointee.socket, SOL_SOCKET, SO_ERROR, &failure, &size) == 0, failure != 0 {
+            finish(.error(failure))
         }
     }
 
