@@ -4,7 +4,8 @@
 Each probe starts its own sluice-echo on a free port, keeps a CONTROL connection open that sends
 PING every 10 ms (in a separate monitor process, so the probe's own load does not skew it), samples
 the server's RSS and open descriptors every 50 ms, runs its hostile clients, closes them, waits for
-the server to settle and checks the result. See README.md next to this file.
+the server to settle and checks the result. A probe that attacks HTTP gets an HTTP port, and a
+second control connection that sends `GET /healthz` every 10 ms. See README.md next to this file.
 
     python3 Tests/Hostile/hostile.py --binary PATH [--quick] [--only NAME[,NAME...]] [--list]
 """
@@ -18,10 +19,12 @@ import os
 import random
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -34,9 +37,18 @@ HOST = "127.0.0.1"
 
 # Limits every probe is held to (a probe may state its own on top).
 CONTROL_P99_MS = 50.0       # the control connection's PING p99 while the probe runs
-CONTROL_WORST_MS = 1000.0   # ... and its worst PING
+CONTROL_WORST_MS = 1000.0   # ... and its worst PING (HTTP probes: the same for GET /healthz)
 SETTLE_S = 15.0             # how long "after" waits for descriptors and RSS to settle
 STOP_GRACE_S = 15.0         # how long the final SIGTERM may take
+
+# HTTP probes.
+HTTP_RISE_MIB = 64          # http-pipelining: the most the RSS peak may rise over "before"
+HTTP_BUDGET_MIB = 64        # http-nonreading: the server's --connection-buffers-mib
+HTTP_OVERHEAD_MIB = 32      # ... and what its connections may hold beyond that budget
+HTTP_RETURN_MIB = 16        # after the clients close, RSS comes back to within this of "before"
+HTTP_RETURN_S = 15.0        # ... within this long
+FRAMING_READ_S = 2.0        # http-framing: how long a case's responses are read (or until close)
+REFUSAL_STATUSES = (400, 413, 431, 501, 505)    # a refused request's status
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,8 +102,9 @@ def percentile(values, fraction):
 # --------------------------------------------------------------------------------------------
 # The monitor: a separate process with the control connection and the /proc sampler.
 
-def monitor_main(pid, port):
-    """Runs in its own process: PING every 10 ms on one connection, /proc samples every 50 ms.
+def monitor_main(pid, port, http_port=None):
+    """Runs in its own process: PING every 10 ms on one connection, /proc samples every 50 ms;
+    with `http_port`, also `GET /healthz` every 10 ms on one keep-alive HTTP connection.
     stdin: `phase NAME` starts a phase, `stop` (or EOF) ends; then one JSON line on stdout."""
     state = {"phase": "main"}
     lock = threading.Lock()
@@ -99,7 +112,63 @@ def monitor_main(pid, port):
     samples = []        # (phase, rss, fds)
     stop = threading.Event()
     info = {"broken": None, "unexpected": 0, "pending_ms": 0.0}
+    health_latencies = []   # (phase, seconds)
+    health_info = {"broken": None, "unexpected": 0, "pending_ms": 0.0, "statuses": collections.Counter()}
     started = time.monotonic()
+
+    def health(sock):
+        """GET /healthz every 10 ms on `sock`, one at a time (the next is sent once the answer
+        is in): what a load balancer's health check sees while the probe runs."""
+        request = b"GET /healthz HTTP/1.1\r\nHost: control\r\n\r\n"
+        buffer = b""
+        while not stop.is_set() and health_info["broken"] is None:
+            phase = state["phase"]
+            sent_at = time.monotonic()
+            try:
+                sock.sendall(request)
+            except socket.timeout:
+                pass
+            except OSError as error:
+                health_info["broken"] = f"send: {error} after {time.monotonic() - started:.1f}s"
+                break
+            response = None
+            while not stop.is_set():
+                try:
+                    parsed = parse_response(buffer)
+                except ValueError as error:
+                    health_info["broken"] = f"{error} after {time.monotonic() - started:.1f}s"
+                    break
+                if parsed is not None:
+                    response, taken = parsed
+                    buffer = buffer[taken:]
+                    break
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError as error:
+                    health_info["broken"] = f"recv: {error} after {time.monotonic() - started:.1f}s"
+                    break
+                if not data:
+                    health_info["broken"] = f"closed by the server after {time.monotonic() - started:.1f}s"
+                    break
+                buffer += data
+            elapsed = time.monotonic() - sent_at
+            if response is not None:
+                health_info["statuses"][response.status] += 1
+                if response.status != 200:
+                    health_info["unexpected"] += 1
+                with lock:
+                    health_latencies.append((phase, elapsed))
+                if response.close:
+                    health_info["broken"] = (f"the server answered {response.status} with Connection: close "
+                                             f"after {time.monotonic() - started:.1f}s")
+                    break
+            elif health_info["broken"] is None:
+                health_info["pending_ms"] = elapsed * 1000
+            delay = sent_at + 0.01 - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
 
     def sampler():
         while not stop.is_set():
@@ -122,6 +191,13 @@ def monitor_main(pid, port):
     sock = socket.create_connection((HOST, port), timeout=5)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.settimeout(0.05)
+    health_thread = None
+    if http_port:
+        health_sock = socket.create_connection((HOST, http_port), timeout=5)
+        health_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        health_sock.settimeout(0.05)
+        health_thread = threading.Thread(target=health, args=(health_sock,), daemon=True)
+        health_thread.start()
     threading.Thread(target=sampler, daemon=True).start()
     threading.Thread(target=commands, daemon=True).start()
     print("ready", flush=True)
@@ -170,41 +246,54 @@ def monitor_main(pid, port):
         if delay > 0:
             time.sleep(delay)
     stop.wait()
+    if health_thread is not None:
+        health_thread.join(2)
+
+    def latency_summary(values):
+        return {
+            "worst_ms": round((max(values) if values else 0.0) * 1000, 1),
+            "p99_ms": round((percentile(values, 0.99) or 0) * 1000, 1),
+            "p50_ms": round((percentile(values, 0.50) or 0) * 1000, 2),
+        }
 
     def summary(lat, smp):
         values = [x for _, x in lat]
-        worst = max(values) if values else 0.0
-        return {
-            "pings": len(values),
-            "worst_ms": round(worst * 1000, 1),
-            "p99_ms": round((percentile(values, 0.99) or 0) * 1000, 1),
-            "p50_ms": round((percentile(values, 0.50) or 0) * 1000, 2),
-            "rss_peak": max((r for _, r, _ in smp), default=None),
-            "fds_peak": max((f for _, _, f in smp), default=None),
-        }
+        result = {"pings": len(values), **latency_summary(values)}
+        result.update(rss_peak=max((r for _, r, _ in smp), default=None),
+                      fds_peak=max((f for _, _, f in smp), default=None))
+        return result
 
     with lock:
         result = summary(latencies, samples)
         phases = {}
         for name in dict.fromkeys([p for p, _ in latencies] + [p for p, _, _ in samples]):
             phases[name] = summary([x for x in latencies if x[0] == name], [s for s in samples if s[0] == name])
+            if http_port:
+                phases[name]["healthz"] = latency_summary([x for p, x in health_latencies if p == name])
+        health_values = [x for _, x in health_latencies]
     result.update(info)
     result["phases"] = phases
     # A PING still unanswered at the end counts as that long a wait.
     result["worst_ms"] = round(max(result["worst_ms"], info["pending_ms"]), 1)
+    if http_port:
+        result["health"] = {"requests": len(health_values), **latency_summary(health_values),
+                            "broken": health_info["broken"], "unexpected": health_info["unexpected"],
+                            "statuses": {str(k): v for k, v in health_info["statuses"].items()}}
+        result["health"]["worst_ms"] = round(max(result["health"]["worst_ms"], health_info["pending_ms"]), 1)
     print(json.dumps(result), flush=True)
 
 
 class Monitor:
-    def __init__(self, pid, port):
+    def __init__(self, pid, port, http_port=None):
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--monitor", str(pid), str(port)],
+            [sys.executable, os.path.abspath(__file__), "--monitor", str(pid), str(port), str(http_port or 0)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], 10)
         line = self.proc.stdout.readline() if ready else ""
         if line.strip() != "ready":
             self.proc.kill()
             raise RuntimeError("the control connection could not be opened")
+        self.http = bool(http_port)
         self.result = None
 
     def phase(self, name):
@@ -224,6 +313,9 @@ class Monitor:
             self.proc.kill()
             self.result = {"broken": f"monitor: {error}", "pings": 0, "worst_ms": None, "p99_ms": None,
                            "rss_peak": None, "fds_peak": None, "phases": {}}
+            if self.http:
+                self.result["health"] = {"broken": f"monitor: {error}", "requests": 0, "worst_ms": None,
+                                         "p99_ms": None}
         return self.result
 
 
@@ -237,12 +329,16 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, args, log_path, nofile=None):
+    def __init__(self, binary, args, log_path, nofile=None, http=False):
+        """`http`: serve HTTP on a free port too (`http_port`); else `--http-port 0`."""
         self.args = list(args)
         self.log_path = log_path
         self.nofile = nofile
+        self.http_port = None
         for _ in range(3):
             self.port = free_port()
+            if http:
+                self.http_port = free_port()
             log = open(log_path, "ab")
             limit = nofile
 
@@ -253,25 +349,32 @@ class Server:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (value, value))
 
             self.proc = subprocess.Popen(
-                [binary, "--port", str(self.port), "--http-port", "0", *self.args],
+                [binary, "--port", str(self.port), "--http-port", str(self.http_port or 0), *self.args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=preexec)
             log.close()
             if self.wait_ready(10):
                 self.pid = self.proc.pid
                 return
             self.kill()
-        raise RuntimeError(f"sluice-echo did not answer PING; log: {log_path}")
+        raise RuntimeError(f"sluice-echo did not answer PING{' and GET /healthz' if http else ''}; log: {log_path}")
 
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
+        line_ready = False
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
             try:
-                with Conn(self.port, timeout=1) as c:
-                    if c.request(b"ready", b"PING", timeout=1) == b"ready PONG":
-                        return True
-            except OSError:
+                if not line_ready:
+                    with Conn(self.port, timeout=1) as c:
+                        line_ready = c.request(b"ready", b"PING", timeout=1) == b"ready PONG"
+                if line_ready and self.http_port is None:
+                    return True
+                if line_ready:
+                    with HTTPConn(self.http_port, timeout=1) as c:
+                        if c.roundtrip(http_bytes(b"GET", b"/healthz"), timeout=1).status == 200:
+                            return True
+            except (OSError, EOFError, TimeoutError, ValueError):
                 time.sleep(0.05)
         return False
 
@@ -426,6 +529,271 @@ def stats(port, timeout=5.0):
     return fields
 
 
+# --------------------------------------------------------------------------------------------
+# HTTP client helpers
+
+def as_bytes(value):
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def http_bytes(method, target, fields=(), body=b"", version=b"HTTP/1.1", host=b"hostile"):
+    """One request's bytes: the request line, `Host` (none when `host` is None), `fields`
+    ((name, value) pairs), `Content-Length` when there is a body, then the body."""
+    lines = [b"%s %s %s" % (as_bytes(method), as_bytes(target), as_bytes(version))]
+    if host is not None:
+        lines.append(b"Host: " + as_bytes(host))
+    lines.extend(as_bytes(name) + b": " + as_bytes(value) for name, value in fields)
+    if body:
+        lines.append(b"Content-Length: %d" % len(body))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + as_bytes(body)
+
+
+def pay_bytes(idem, account, amount=1):
+    """`POST /pay` for `account` with `Idempotency-Key: "<idem>"`."""
+    body = b'{"key":"%s","amount":%d}' % (as_bytes(account), amount)
+    return http_bytes(b"POST", b"/pay", [(b"Idempotency-Key", b'"' + as_bytes(idem) + b'"'),
+                                         (b"Content-Type", b"application/json")], body)
+
+
+class HTTPResponse:
+    def __init__(self, version, status, reason, fields, body):
+        self.version, self.status, self.reason, self.fields, self.body = version, status, reason, fields, body
+
+    def field(self, name):
+        """The first value of field `name` (any case), or None."""
+        name = name.lower()
+        return next((v for k, v in self.fields if k == name), None)
+
+    def values(self, name):
+        name = name.lower()
+        return [v for k, v in self.fields if k == name]
+
+    @property
+    def close(self):
+        """The response says `Connection: close`."""
+        return any(option.strip().lower() == "close" for v in self.values("connection") for option in v.split(","))
+
+    @property
+    def problem(self):
+        """A problem's slug (`urn:sluice:problem:<slug>`), or None."""
+        try:
+            kind = json.loads(self.body).get("type", "")
+        except (ValueError, AttributeError):
+            return None
+        return kind.rsplit(":", 1)[-1] if kind.startswith("urn:sluice:problem:") else kind or None
+
+    def summary(self):
+        problem = self.problem
+        return f"{self.status}" + (f" {problem}" if problem else "") + (" close" if self.close else "")
+
+
+def parse_response(data, head=False, eof=False):
+    """The response at the front of `data`: (HTTPResponse, bytes it took), or None while it is
+    incomplete. A response to HEAD (`head`), a 1xx, 204 or 304 has no body; else Content-Length
+    or a chunked coding frames it, or it runs to the close (`eof`: the server has closed).
+    Raises ValueError when `data` does not start with a status line."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        if len(data) >= 5 and not data.startswith(b"HTTP/"):
+            raise ValueError(f"not a status line: {data[:60]!r}")
+        return None
+    lines = data[:end].split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        raise ValueError(f"not a status line: {lines[0][:60]!r}")
+    fields = []
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields.append((name.strip().lower().decode("latin-1"), value.strip().decode("latin-1")))
+    response = HTTPResponse(parts[0].decode(), int(parts[1]), parts[2].decode("latin-1") if len(parts) > 2 else "",
+                            fields, b"")
+    start = end + 4
+    coding = response.field("transfer-encoding")
+    length = response.field("content-length")
+    if head or 100 <= response.status < 200 or response.status in (204, 304):
+        return response, start
+    if coding is not None and coding.lower().split(",")[-1].strip() == "chunked":
+        body, position = [], start
+        while True:
+            line_end = data.find(b"\r\n", position)
+            if line_end < 0:
+                return None
+            size = int(data[position:line_end].split(b";")[0], 16)
+            if size == 0:
+                trailer_end = data.find(b"\r\n\r\n", line_end)
+                if trailer_end < 0 and data[line_end:line_end + 4] != b"\r\n\r\n":
+                    return None
+                response.body = b"".join(body)
+                return response, (trailer_end if trailer_end >= 0 else line_end) + 4
+            if len(data) < line_end + 2 + size + 2:
+                return None
+            body.append(data[line_end + 2:line_end + 2 + size])
+            position = line_end + 2 + size + 2
+    if length is not None:
+        if len(data) < start + int(length):
+            return None
+        response.body = data[start:start + int(length)]
+        return response, start + int(length)
+    if eof:
+        response.body = data[start:]
+        return response, len(data)
+    return None
+
+
+class HTTPConn(Conn):
+    """A blocking HTTP/1.1 client connection: raw bytes out, one response at a time in.
+    `ended` becomes "closed" or "reset" when the server closes."""
+
+    def __init__(self, port, **kw):
+        super().__init__(port, **kw)
+        self.ended = None
+
+    def read_response(self, head=False, timeout=5.0):
+        """The next response (`head`: to a HEAD request, so without a body). Raises EOFError
+        when the server closes before a whole one, TimeoutError, ValueError for bytes that are
+        not a response."""
+        deadline = time.monotonic() + timeout
+        while True:
+            parsed = parse_response(self.buffer, head, eof=self.ended is not None)
+            if parsed is not None:
+                response, taken = parsed
+                self.buffer = self.buffer[taken:]
+                return response
+            if self.ended is not None:
+                raise EOFError(f"{self.ended} by the server" + (f" after {len(self.buffer)} bytes of a response"
+                                                                 if self.buffer else ""))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no response")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 20)
+            except socket.timeout:
+                raise TimeoutError("no response") from None
+            except ConnectionResetError:
+                self.ended = "reset"
+                continue
+            if not data:
+                self.ended = "closed"
+                continue
+            self.buffer += data
+
+    def roundtrip(self, data, head=False, timeout=5.0):
+        """Sends `data` (one request) and returns its response."""
+        self.send(data)
+        return self.read_response(head=head, timeout=timeout)
+
+    def read_responses(self, timeout, head_first=False):
+        """Every response until the server closes or `timeout` passes (`head_first`: the first
+        is to a HEAD). Returns (responses, ending): "closed", "reset", "open" (still open when
+        the time was up) or "garbage: ..." (bytes that are not a response)."""
+        deadline = time.monotonic() + timeout
+        responses = []
+        while True:
+            try:
+                responses.append(self.read_response(head=head_first and not responses,
+                                                     timeout=max(0.0, deadline - time.monotonic())))
+            except EOFError:
+                return responses, self.ended + (f" mid-response ({len(self.buffer)} bytes)" if self.buffer else "")
+            except TimeoutError:
+                return responses, "open"
+            except ValueError as error:
+                return responses, f"garbage: {error}"
+
+
+def http_connections(http_port, timeout=5.0):
+    """The server's open HTTP connections by /metrics (the asking connection is counted)."""
+    with HTTPConn(http_port, timeout=timeout) as c:
+        response = c.roundtrip(http_bytes(b"GET", b"/metrics"), timeout=timeout)
+    for line in response.body.split(b"\n"):
+        if line.startswith(b"sluice_http_connections "):
+            return int(float(line.split()[1]))
+    return None
+
+
+def pipeline_unread(socks, source, stall_s, duration, cap=None, tick=None):
+    """Sends on every (non-blocking) socket and never reads, until the server has taken nothing
+    on it for `stall_s`, it has sent `cap` bytes, or `duration` has passed. `source(i)` gives
+    the next requests for socket i (a list of bytes); `tick()` runs at least every 200 ms.
+    Returns per socket: bytes sent, whole requests sent, and how it ended ("stalled", "cap",
+    "deadline", or "send: <error>" when the server closed it)."""
+    count = len(socks)
+    pending = [memoryview(b"")] * count
+    offset = [0] * count
+    ends = [[] for _ in range(count)]       # where each request of the pending block ends
+    sent = [0] * count
+    requests = [0] * count
+    progress = [time.monotonic()] * count
+    ended = [None] * count
+    poller = select.poll()
+    index_of = {s.fileno(): i for i, s in enumerate(socks)}
+    for s in socks:
+        poller.register(s, select.POLLOUT)
+    deadline = time.monotonic() + duration
+
+    def refill(i):
+        block = source(i)
+        position, marks = 0, []
+        for request in block:
+            position += len(request)
+            marks.append(position)
+        pending[i], offset[i], ends[i] = memoryview(b"".join(block)), 0, marks
+
+    def retire(i, how):
+        ended[i] = how
+        poller.unregister(socks[i].fileno())
+
+    while any(e is None for e in ended) and time.monotonic() < deadline:
+        for fd, _ in poller.poll(200):
+            i = index_of[fd]
+            if ended[i] is not None:
+                continue
+            if offset[i] >= len(pending[i]):
+                requests[i] += len(ends[i])
+                refill(i)
+            try:
+                n = socks[i].send(pending[i][offset[i]:offset[i] + (64 << 10)])
+                offset[i] += n
+                sent[i] += n
+                progress[i] = time.monotonic()
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                retire(i, f"send: {error.strerror or error}")
+        now = time.monotonic()
+        for i in range(count):
+            if ended[i] is None and (now - progress[i] > stall_s or (cap is not None and sent[i] >= cap)):
+                retire(i, "stalled" if now - progress[i] > stall_s else "cap")
+        if tick is not None:
+            tick()
+    for i in range(count):
+        if ended[i] is None:
+            retire(i, "deadline")
+        requests[i] += sum(1 for e in ends[i] if e <= offset[i])
+    return {"sent": sent, "requests": requests, "ended": ended}
+
+
+def close_reset(conns):
+    """Closes connections with a reset (SO_LINGER 0), as a client that gives up would."""
+    for c in conns:
+        c.close(reset=True)
+
+
+def wait_rss_return(pid, before, limit_mib, timeout=HTTP_RETURN_S):
+    """Polls RSS until it is within `limit_mib` of `before`, or `timeout`. Returns (RSS, seconds
+    it took or None)."""
+    started = time.monotonic()
+    while True:
+        rss = rss_bytes(pid)
+        if rss is None:
+            return None, None
+        if (rss - before) / MiB <= limit_mib:
+            return rss, time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            return rss, None
+        time.sleep(0.25)
+
+
 class ReplyCounter(threading.Thread):
     """Reads a connection's replies in a thread, tallying them by status until `expected`
     lines arrived, the server closed, or stop(). `keep` keeps each reply line by its id.
@@ -568,6 +936,7 @@ class Context:
         self.quick = config.quick
         self.server = server
         self.port = server.port
+        self.http_port = server.http_port   # None unless the probe asked for HTTP
         self.pid = server.pid
         self.monitor = monitor
         self.notes = []
@@ -600,6 +969,11 @@ class Context:
         self.conns.append(c)
         return c
 
+    def connect_http(self, **kw):
+        c = HTTPConn(self.http_port, **kw)
+        self.conns.append(c)
+        return c
+
     def connect_many(self, count, timeout=5):
         """Opens up to `count` connections, one at a time; stops at the first that fails.
         Returns the connections opened and, if one failed, (its index, the error)."""
@@ -623,18 +997,20 @@ class Context:
 PROBES = []
 
 
-def probe(number, name, title, requires=None, measure_without=False, args=(), nofile=None):
+def probe(number, name, title, requires=None, measure_without=False, args=(), nofile=None, http=False):
+    """`http`: the server also serves HTTP on a free port (`ctx.http_port`), and the monitor
+    keeps a second control connection sending `GET /healthz`."""
     def register(function):
         PROBES.append(dict(number=number, name=name, title=title, requires=requires,
                            measure_without=measure_without, args=args if callable(args) else list(args), nofile=nofile,
-                           function=function))
+                           http=http, function=function))
         return function
     return register
 
 
 def run_probe(spec, config, log_dir):
     row = {"number": spec["number"], "probe": spec["name"], "title": spec["title"], "status": None,
-           "rss_mib": {}, "fds": {}, "control": {}, "notes": [], "failures": [], "details": {}}
+           "rss_mib": {}, "fds": {}, "control": {}, "health": {}, "notes": [], "failures": [], "details": {}}
     started = time.monotonic()
     missing = spec["requires"] and spec["requires"] not in config.server_options
     if missing and not spec["measure_without"]:
@@ -650,8 +1026,8 @@ def run_probe(spec, config, log_dir):
     log_path = os.path.join(log_dir, f"{spec['number']:02d}-{spec['name']}.log")
     server = monitor = None
     try:
-        server = Server(config.binary, args, log_path, nofile=nofile)
-        monitor = Monitor(server.pid, server.port)
+        server = Server(config.binary, args, log_path, nofile=nofile, http=spec["http"])
+        monitor = Monitor(server.pid, server.port, server.http_port)
         time.sleep(0.3)
         ctx = Context(config, server, monitor)
         if missing:
@@ -667,15 +1043,17 @@ def run_probe(spec, config, log_dir):
         finally:
             ctx.close_all()
         after = (None, None)
-        connections_after = None
+        connections_after = http_after = None
         if server.alive() and not ctx.expect_exit:
-            after, connections_after = settle(ctx, before)
+            after, connections_after, http_after = settle(ctx, before)
         control = monitor.stop()
         peak_rss = max(x for x in (control.get("rss_peak"), before[0], after[0]) if x is not None)
         peak_fds = max(x for x in (control.get("fds_peak"), before[1], after[1]) if x is not None)
         row["rss_mib"] = {"before": mib(before[0]), "peak": mib(peak_rss), "after": mib(after[0])}
         row["fds"] = {"before": before[1], "peak": peak_fds, "after": after[1]}
         row["control"] = {k: control.get(k) for k in ("pings", "worst_ms", "p99_ms", "p50_ms", "broken", "unexpected")}
+        health = control.get("health") or {}
+        row["health"] = health
         phases = control.get("phases", {})
         row["details"]["phases"] = phases
         if len(phases) > 1:
@@ -699,12 +1077,25 @@ def run_probe(spec, config, log_dir):
                     ctx.fail(f"descriptors did not return to baseline ({before[1]} -> {after[1]})")
                 if connections_after is not None and connections_after != 2:
                     ctx.fail(f"STATS connections={connections_after} after the clients left (expected 2)")
+                if ctx.http_port is not None:
+                    row["details"]["http_connections_after"] = http_after
+                    if http_after != 2:
+                        ctx.fail(f"/metrics sluice_http_connections={http_after} after the clients left "
+                                 f"(expected 2: the health control and the asking connection)")
             if control.get("broken"):
                 ctx.fail(f"control connection broken: {control['broken']}")
             if ctx.check_control and control.get("worst_ms") is not None:
                 if control["p99_ms"] > CONTROL_P99_MS or control["worst_ms"] > CONTROL_WORST_MS:
                     ctx.fail(f"control PING p99 {control['p99_ms']} ms / worst {control['worst_ms']} ms "
                              f"(limits {CONTROL_P99_MS:.0f} / {CONTROL_WORST_MS:.0f})")
+            if health.get("broken"):
+                ctx.fail(f"health control connection broken: {health['broken']}")
+            if ctx.check_control and health.get("worst_ms") is not None:
+                if health["p99_ms"] > CONTROL_P99_MS or health["worst_ms"] > CONTROL_WORST_MS:
+                    ctx.fail(f"control GET /healthz p99 {health['p99_ms']} ms / worst {health['worst_ms']} ms "
+                             f"(limits {CONTROL_P99_MS:.0f} / {CONTROL_WORST_MS:.0f})")
+            if health.get("unexpected"):
+                ctx.fail(f"control GET /healthz: {health['unexpected']} answers were not 200 ({health.get('statuses')})")
             code, seconds = server.stop()
             row["details"]["final_exit"] = {"code": code, "seconds": round(seconds, 2)}
             if code != 0:
@@ -736,26 +1127,34 @@ def run_probe(spec, config, log_dir):
 
 def settle(ctx, before):
     """Polls until descriptors are back to `before`, STATS counts only the control connection
-    (and the asking one), and RSS holds still for a second; or until the deadline."""
+    (and the asking one), with HTTP /metrics counts only the health control (and the asking
+    one), and RSS holds still for a second; or until the deadline. Returns ((RSS, fds),
+    STATS connections, HTTP connections or None)."""
     deadline = time.monotonic() + ctx.settle_s
-    last_rss, stable_since, connections = None, None, None
+    last_rss, stable_since, connections, http_open = None, None, None, None
     while True:
         rss, fds = ctx.sample()
         if rss is None:
-            return (None, None), None
+            return (None, None), None, None
         try:
             connections = stats(ctx.port, timeout=2).get("connections")
         except (OSError, EOFError, TimeoutError):
             connections = None
+        if ctx.http_port is not None:
+            try:
+                http_open = http_connections(ctx.http_port, timeout=2)
+            except (OSError, EOFError, TimeoutError, ValueError):
+                http_open = None
         now = time.monotonic()
         if last_rss is not None and abs(rss - last_rss) < MiB:
             stable_since = stable_since or now
         else:
             stable_since = None
         last_rss = rss
-        settled = fds <= before[1] and connections == 2 and stable_since and now - stable_since >= 1.0
+        settled = (fds <= before[1] and connections == 2 and (ctx.http_port is None or http_open == 2)
+                   and stable_since and now - stable_since >= 1.0)
         if settled or now > deadline:
-            return (rss, fds), connections
+            return (rss, fds), connections, http_open
         time.sleep(0.25)
 
 
@@ -1406,6 +1805,582 @@ def probe_sigterm(ctx):
     ctx.check(len(charges) > 0, "no charge at all before the shutdown")
 
 
+HTTP_PAY_ACCOUNTS = 8       # http-pipelining: POST /pay cycles over this many accounts
+
+
+class CPUMeter:
+    """CPU used from its creation on, in cores: the server's and this script's (the client's own
+    load skews the control connections on a small machine)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.started = time.monotonic()
+        self.server = cpu_seconds(pid)
+        self.own = sum(os.times()[:2])
+
+    def read(self):
+        elapsed = max(1e-6, time.monotonic() - self.started)
+        return {"seconds": round(elapsed, 1),
+                "server_cores": round((cpu_seconds(self.pid) - self.server) / elapsed, 2),
+                "client_cores": round((sum(os.times()[:2]) - self.own) / elapsed, 2)}
+
+
+def tcp_memory_pages():
+    """The host's TCP buffer memory in pages (/proc/net/sockstat), to compare with
+    net.ipv4.tcp_mem: under its pressure threshold and above, every connection slows."""
+    try:
+        with open("/proc/net/sockstat") as f:
+            for line in f:
+                if line.startswith("TCP:"):
+                    fields = line.split()
+                    return int(fields[fields.index("mem") + 1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def tcp_mem_limits():
+    """net.ipv4.tcp_mem: (low, pressure, high) in pages, or None."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_mem") as f:
+            return tuple(int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+
+
+def unread_sample(ctx, peak):
+    """A tick for pipeline_unread: keeps the RSS peak seen (peak[0]) and the host's TCP memory
+    peak (peak[1], pages)."""
+    def tick():
+        rss = rss_bytes(ctx.pid)
+        if rss is not None and rss > peak[0]:
+            peak[0] = rss
+        pages = tcp_memory_pages()
+        if pages is not None and pages > peak[1]:
+            peak[1] = pages
+    return tick
+
+
+def report_tcp_memory(ctx, peak):
+    """Notes the host's TCP memory peak when it reached net.ipv4.tcp_mem's pressure threshold:
+    then the kernel, not only the server, slows every connection (the control ones too)."""
+    limits = tcp_mem_limits()
+    ctx.details["tcp_mem_peak_pages"] = peak[1]
+    ctx.details["tcp_mem_limits_pages"] = limits
+    if limits and peak[1] >= limits[1]:
+        ctx.note(f"host TCP memory reached {peak[1]} pages (tcp_mem pressure {limits[1]}, max {limits[2]})")
+
+
+@probe(13, "http-pipelining", "one connection per route pipelines requests without reading", http=True)
+def probe_http_pipelining(ctx):
+    duration = ctx.n(60, 10)
+    echo = http_bytes(b"POST", b"/echo", [(b"Content-Type", b"application/octet-stream")], b"x" * (4 * KiB))
+    fixed = {
+        "tap": http_bytes(b"POST", b"/tap/same"),
+        "echo": echo,
+        "metrics": http_bytes(b"GET", b"/metrics"),
+        "healthz": http_bytes(b"GET", b"/healthz"),
+    }
+    names = list(fixed) + ["pay"]
+    pays = [0]
+
+    def source(i):
+        if names[i] != "pay":
+            return [fixed[names[i]]] * 64
+        block = [pay_bytes(b"pipelined-%d" % n, b"pipeline-%d" % (n % HTTP_PAY_ACCOUNTS))
+                 for n in range(pays[0], pays[0] + 64)]
+        pays[0] += 64
+        return block
+
+    before, _ = ctx.sample()
+    peak = [before, 0]
+    conns = [ctx.connect_http(timeout=5, rcvbuf=4096) for _ in names]
+    for c in conns:
+        c.sock.setblocking(False)
+    started = time.monotonic()
+    ctx.monitor.phase("send")
+    cpu = CPUMeter(ctx.pid)
+    result = pipeline_unread([c.sock for c in conns], source, stall_s=3.0, duration=duration,
+                             tick=unread_sample(ctx, peak))
+    ctx.details["cpu_while_sending"] = cpu.read()
+    ctx.monitor.phase("hold")
+    # The connections stay open, unread, for the rest of the attack (and at least 3 s, while
+    # what was read is answered and the answers pile up).
+    end = max(started + duration, time.monotonic() + 3)
+    while time.monotonic() < end:
+        unread_sample(ctx, peak)()
+        time.sleep(0.05)
+    held, _ = ctx.sample()
+    poller = select.poll()
+    for c in conns:
+        poller.register(c.sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    hung_up = {fd for fd, _ in poller.poll(0)}
+    closed_in_hold = [n for n, c in zip(names, conns) if c.sock.fileno() in hung_up]
+    ctx.monitor.phase("close")
+    close_reset(conns)
+    returned, took = wait_rss_return(ctx.pid, before, HTTP_RETURN_MIB)
+    ctx.monitor.phase("after")
+    by_route = {name: {"sent_bytes": result["sent"][i], "requests": result["requests"][i],
+                       "ended": result["ended"][i]} for i, name in enumerate(names)}
+    ctx.details.update(routes=by_route, rss_held_mib=mib(held - before),
+                       rss_after_close_mib=mib(returned - before) if returned is not None else None,
+                       returned_in_s=round(took, 1) if took is not None else None)
+    ctx.note("sent " + ", ".join(f"{n} {by_route[n]['sent_bytes'] // KiB} KiB/{by_route[n]['requests']} req"
+                                 + ("" if by_route[n]["ended"] == "stalled" else f" ({by_route[n]['ended']})")
+                                 for n in names))
+    rise_after = (returned - before) / MiB if returned is not None else float("inf")
+    ctx.note(f"RSS held +{(held - before) / MiB:.0f} MiB; returned after close: +{rise_after:.0f} MiB "
+             f"(limit {HTTP_RETURN_MIB})")
+    ctx.check(took is not None, f"RSS after close stayed {rise_after:.0f} MiB over before for "
+                                f"{HTTP_RETURN_S:.0f}s (limit {HTTP_RETURN_MIB} MiB)")
+    closed = [n for n in names if by_route[n]["ended"].startswith("send")]
+    if closed:
+        ctx.note(f"closed by the server while sending: {', '.join(closed)}")
+    ctx.details["closed_by_the_server_while_held"] = closed_in_hold
+    if closed_in_hold:
+        ctx.note(f"closed by the server while held unread (--http-idle-timeout-s, 60 by default): "
+                 f"{', '.join(closed_in_hold)}")
+    report_tcp_memory(ctx, peak)
+    ctx.rss_rise_limit_mib = HTTP_RISE_MIB
+
+
+@probe(14, "http-nonreading", "connections pipeline 4 KiB POST /echo and never read", http=True,
+       args=["--connection-buffers-mib", str(HTTP_BUDGET_MIB)],
+       nofile=lambda config: config.http_nonreading_count + 1024)
+def probe_http_nonreading(ctx):
+    count = ctx.config.http_nonreading_count
+    request = http_bytes(b"POST", b"/echo", [(b"Content-Type", b"application/octet-stream")], b"x" * (4 * KiB))
+    block = [request] * 8
+    before, _ = ctx.sample()
+    peak = [before, 0]
+    conns = []
+    ctx.monitor.phase("connect")
+    for i in range(count):
+        try:
+            conns.append(ctx.connect_http(timeout=5, rcvbuf=4096))
+        except OSError as error:
+            ctx.fail(f"connect {i + 1}/{count}: {error}")
+            break
+    for c in conns:
+        c.sock.setblocking(False)
+    ctx.monitor.phase("send")
+    cpu = CPUMeter(ctx.pid)
+    result = pipeline_unread([c.sock for c in conns], lambda i: block, stall_s=2.0, duration=ctx.n(90, 45),
+                             cap=64 * MiB, tick=unread_sample(ctx, peak))
+    ctx.details["cpu_while_sending"] = cpu.read()
+    ctx.monitor.phase("hold")
+    time.sleep(1.0)
+    held, _ = ctx.sample()
+    ctx.monitor.phase("close")
+    close_reset(conns)
+    returned, took = wait_rss_return(ctx.pid, before, HTTP_RETURN_MIB)
+    ctx.monitor.phase("after")
+    ended = collections.Counter(e.split(":")[0] for e in result["ended"])
+    sent = sum(result["sent"])
+    n = max(1, len(conns))
+    ctx.details.update(connections=len(conns), sent_mib_per_connection=round(sent / n / MiB, 2),
+                       requests_per_connection=round(sum(result["requests"]) / n, 1), ended=dict(ended),
+                       rss_held_mib=mib(held - before), rss_held_per_connection_kib=round((held - before) / n / KiB),
+                       rss_after_close_mib=mib(returned - before) if returned is not None else None,
+                       returned_in_s=round(took, 1) if took is not None else None)
+    rise_after = (returned - before) / MiB if returned is not None else float("inf")
+    ctx.note(f"{len(conns)} conns, {sent / n / KiB:.0f} KiB / {sum(result['requests']) / n:.0f} requests sent each "
+             f"({short_tally(ended)}); RSS held +{(held - before) / MiB:.0f} MiB "
+             f"({(held - before) / n / KiB:.0f} KiB/conn)")
+    ctx.note(f"returned after close: +{rise_after:.0f} MiB (limit {HTTP_RETURN_MIB})")
+    ctx.check(took is not None, f"RSS after close stayed {rise_after:.0f} MiB over before for "
+                                f"{HTTP_RETURN_S:.0f}s (limit {HTTP_RETURN_MIB} MiB)")
+    report_tcp_memory(ctx, peak)
+    ctx.rss_rise_limit_mib = HTTP_BUDGET_MIB + HTTP_OVERHEAD_MIB
+
+
+def framing_cases():
+    """The request-smuggling cases: (name, expectation, bytes, whether the first response is to
+    a HEAD). Each case's smuggled request is its own `POST /pay` for the account `canary`.
+    Expectations: "refuse": every response is a problem (400/413/431/501/505) with Date and
+    Connection: close, and the server closes; "one": exactly one response, to the outer request
+    (2xx or 4xx, not 201); "one-close": that, and Connection: close and the server closes."""
+    cases = []
+    host = b"Host: hostile\r\n"
+
+    def add(name, expect, build, head=False):
+        cases.append((name, expect, build(pay_bytes(b"smuggled-" + name.encode(), b"canary")), head))
+
+    def post_echo(fields, body):
+        return b"POST /echo HTTP/1.1\r\n" + host + fields + b"\r\n" + body
+
+    # A body on a method that has no use for one is still its body: one response, to it.
+    for method in (b"HEAD", b"GET", b"TRACE", b"DELETE", b"OPTIONS"):
+        add("body-on-" + method.decode().lower(), "one",
+            lambda s, m=method: m + b" /healthz HTTP/1.1\r\n" + host + b"Content-Length: %d\r\n\r\n" % len(s) + s,
+            head=method == b"HEAD")
+    # What follows a request that closes the connection is never read.
+    add("connection-close", "one-close",
+        lambda s: b"GET /healthz HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n" + s)
+    # Content-Length that one parser reads differently from another.
+    add("cl-space-before-colon", "refuse", lambda s: post_echo(b"Content-Length : %d\r\n" % len(s), s))
+    add("cl-minus-zero", "refuse", lambda s: post_echo(b"Content-Length: -0\r\n", s))
+    add("cl-plus", "refuse", lambda s: post_echo(b"Content-Length: +%d\r\n" % len(s), s))
+    add("cl-two-different", "refuse", lambda s: post_echo(b"Content-Length: 0\r\nContent-Length: %d\r\n" % len(s), s))
+    add("cl-two-equal", "refuse",
+        lambda s: post_echo(b"Content-Length: %d\r\nContent-Length: %d\r\n" % (len(s), len(s)), s))
+    add("cl-list", "refuse", lambda s: post_echo(b"Content-Length: %d, %d\r\n" % (len(s), len(s)), s))
+    add("cl-wraps-64-bits", "refuse", lambda s: post_echo(b"Content-Length: %d\r\n" % ((1 << 64) + len(s)), s))
+    add("cl-over-max-body", "refuse", lambda s: post_echo(b"Content-Length: %d\r\n" % (MiB + 1), s))
+    # Content-Length and Transfer-Encoding together (CL.TE and TE.CL).
+    add("cl-then-te", "refuse",
+        lambda s: post_echo(b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % (5 + len(s)), b"0\r\n\r\n" + s))
+    add("te-then-cl", "refuse",
+        lambda s: post_echo(b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n" % (5 + len(s)), b"0\r\n\r\n" + s))
+    # Transfer-Encoding another parser reads as chunked (or not): the empty chunked body then
+    # the smuggled request.
+    for name, field in (("te-identity", b"Transfer-Encoding: identity"),
+                        ("te-space-before-colon", b"Transfer-Encoding : chunked"),
+                        ("te-vertical-tab", b"Transfer-Encoding: \x0bchunked"),
+                        ("te-chunked-twice", b"Transfer-Encoding: chunked, chunked"),
+                        ("te-gzip-chunked", b"Transfer-Encoding: gzip, chunked"),
+                        ("te-xchunked", b"Transfer-Encoding: xchunked"),
+                        ("te-split-gzip-chunked", b"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked"),
+                        ("te-split-chunked-identity", b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity"),
+                        ("te-obs-fold", b"Transfer-Encoding:\r\n chunked"),
+                        ("te-obs-fold-after-field", b"X-Pad: a\r\n Transfer-Encoding: chunked")):
+        add(name, "refuse", lambda s, f=field: post_echo(f + b"\r\n", b"0\r\n\r\n" + s))
+    add("te-http10", "refuse",
+        lambda s: b"POST /echo HTTP/1.0\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + s)
+    # Line ends: a bare LF or CR hides a field from a parser that ends lines only at CRLF.
+    add("bare-lf-line-ends", "refuse",
+        lambda s: b"POST /echo HTTP/1.1\nHost: hostile\nContent-Length: %d\n\n" % len(s) + s)
+    add("bare-lf-in-field", "refuse",
+        lambda s: post_echo(b"X-Pad: a\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n" % (5 + len(s)),
+                            b"0\r\n\r\n" + s))
+    add("bare-cr-in-field", "refuse",
+        lambda s: post_echo(b"X-Pad: a\rTransfer-Encoding: chunked\r\nContent-Length: %d\r\n" % (5 + len(s)),
+                            b"0\r\n\r\n" + s))
+    # Chunk sizes another parser reads differently (17 hex digits wrap to 5 in 64 bits).
+    for name, size in (("chunk-size-0x", b"0x5"), ("chunk-size-leading-space", b" 5"),
+                       ("chunk-size-trailing-space", b"5 "), ("chunk-size-negative", b"-5"),
+                       ("chunk-size-17-hex-digits", b"10000000000000005")):
+        add(name, "refuse", lambda s, z=size: post_echo(b"Transfer-Encoding: chunked\r\n",
+                                                        z + b"\r\nhello\r\n0\r\n\r\n" + s))
+    add("chunk-data-longer-than-size", "refuse",
+        lambda s: post_echo(b"Transfer-Encoding: chunked\r\n", b"5\r\nhello, world\r\n0\r\n\r\n" + s))
+    add("trailer-transfer-encoding", "refuse",
+        lambda s: post_echo(b"Transfer-Encoding: chunked\r\n", b"0\r\nTransfer-Encoding: chunked\r\n\r\n" + s))
+    # Field values and the head's shape.
+    add("nul-in-field", "refuse", lambda s: b"GET /healthz HTTP/1.1\r\n" + host + b"X-Pad: a\x00b\r\n\r\n" + s)
+    add("idempotency-key-nul", "refuse", lambda s: pay_bytes(b"order\x00-A", b"canary") + s)
+    add("host-twice", "refuse", lambda s: b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n" + s)
+    add("no-host", "refuse", lambda s: b"GET /healthz HTTP/1.1\r\n\r\n" + s)
+    add("leading-empty-line", "refuse", lambda s: b"\r\nGET /healthz HTTP/1.1\r\n" + host + b"\r\n" + s)
+    add("unknown-method", "refuse", lambda s: b"SMUGGLE /healthz HTTP/1.1\r\n" + host + b"\r\n" + s)
+    add("unknown-version", "refuse", lambda s: b"GET /healthz HTTP/2.0\r\n" + host + b"\r\n" + s)
+    add("head-too-large", "refuse",
+        lambda s: b"GET /healthz HTTP/1.1\r\n" + host + b"X-Pad: " + b"a" * (17 * KiB) + b"\r\n\r\n" + s)
+    return cases
+
+
+def judge_framing(expect, responses, ending):
+    """What is wrong with a framing case's responses (an empty list: nothing)."""
+    wrong = []
+    if any(r.status == 201 for r in responses):
+        wrong.append("a 201: a payment ran")
+    if "mid-response" in ending or ending.startswith("garbage"):
+        wrong.append(ending)
+    if expect == "refuse":
+        if not responses:
+            wrong.append("no response")
+        for r in responses:
+            if r.status not in REFUSAL_STATUSES:
+                wrong.append(f"status {r.status}")
+            if not (r.field("content-type") or "").startswith("application/problem+json"):
+                wrong.append(f"Content-Type {r.field('content-type')}")
+            if r.field("date") is None:
+                wrong.append("no Date")
+            if not r.close:
+                wrong.append("no Connection: close")
+        if ending == "open":
+            wrong.append(f"not closed after {FRAMING_READ_S:.0f}s")
+        wrong = list(dict.fromkeys(wrong))     # one mention of each fault, however many responses
+    else:
+        if len(responses) != 1:
+            wrong.append(f"{len(responses)} responses (expected 1)")
+        if responses:
+            first = responses[0]
+            if not (200 <= first.status < 300 or 400 <= first.status < 500) or first.status == 201:
+                wrong.append(f"status {first.status}")
+            if first.field("date") is None:
+                wrong.append("no Date")
+            if expect == "one-close" and (not first.close or ending == "open"):
+                wrong.append("no Connection: close" if not first.close else f"not closed after {FRAMING_READ_S:.0f}s")
+    return wrong
+
+
+@probe(15, "http-framing", "request smuggling: ambiguous framing, bad fields, bad keys", http=True)
+def probe_http_framing(ctx):
+    table, failed, any_201 = [], [], []
+
+    def run(name, data, head=False):
+        """Sends `data` on a fresh connection; every response until close or FRAMING_READ_S."""
+        c = HTTPConn(ctx.http_port, timeout=5)
+        send_error = None
+        try:
+            try:
+                c.send(data)
+            except OSError as error:          # the server may refuse before the last byte
+                send_error = f"send: {error}"
+            responses, ending = c.read_responses(FRAMING_READ_S, head_first=head)
+        finally:
+            c.close()
+        if any(r.status == 201 for r in responses):
+            any_201.append(name)
+        return responses, ending, send_error
+
+    def record(name, expect, data, responses, ending, wrong):
+        shown = " / ".join(r.summary() for r in responses) or "none"
+        table.append(f"{name:<28} {expect:<9} {shown:<52} {ending:<7} {'ok' if not wrong else 'FAIL: ' + '; '.join(wrong)}")
+        if wrong:
+            failed.append({"case": name, "expect": expect, "sent": repr(data[:400]), "wrong": wrong, "ending": ending,
+                           "responses": [{"status": r.status, "fields": r.fields, "body": repr(r.body[:300])}
+                                         for r in responses]})
+            ctx.fail(f"{name}: {'; '.join(wrong)} (got {shown}, {ending})")
+
+    cases = framing_cases()
+    for name, expect, data, head in cases:
+        responses, ending, send_error = run(name, data, head)
+        wrong = judge_framing(expect, responses, ending)
+        record(name, expect, data, responses, ending + (f" ({send_error})" if send_error and wrong else ""), wrong)
+
+    # Control bytes percent-encoded in a key: 400 bad-key.
+    for code in (b"%00", b"%0d", b"%0a", b"%7f"):
+        name = "tap-key-" + code.decode()
+        data = http_bytes(b"POST", b"/tap/key" + code + b"x")
+        responses, ending, _ = run(name, data)
+        wrong = []
+        if len(responses) != 1 or responses[0].status != 400 or responses[0].problem != "bad-key":
+            wrong.append("expected exactly one 400 bad-key")
+        if responses and not (responses[0].field("content-type") or "").startswith("application/problem+json"):
+            wrong.append(f"Content-Type {responses[0].field('content-type')}")
+        record(name, "bad-key", data, responses, ending, wrong)
+
+    # A NUL in Idempotency-Key: two keys that differ after it are two refusals, no payment.
+    payments_before = stats(ctx.port).get("payments")
+    for suffix in (b"A", b"B"):
+        name = "pay-idempotency-nul-" + suffix.decode()
+        data = pay_bytes(b"order\x00-" + suffix, b"canary")
+        responses, ending, _ = run(name, data)
+        wrong = [] if [r.status for r in responses] == [400] else ["expected exactly one 400"]
+        record(name, "400", data, responses, ending, wrong)
+    time.sleep(0.3)     # a payment that ran would be done (--pay-latency-ms 20)
+    payments_after_nul = stats(ctx.port).get("payments")
+    ctx.check(payments_after_nul == payments_before,
+              f"STATS payments {payments_before} -> {payments_after_nul} after two Idempotency-Keys with a NUL")
+
+    payments = stats(ctx.port).get("payments")
+    ctx.check(payments == 0, f"STATS payments={payments} after the cases (expected 0: a smuggled request ran)")
+    ctx.check(not any_201, f"a 201 answered {', '.join(any_201)}")
+    # The canary is real: the same request sent openly is charged, and counted.
+    with HTTPConn(ctx.http_port, timeout=5) as c:
+        control = c.roundtrip(pay_bytes(b"open-canary", b"canary"))
+    time.sleep(0.1)
+    payments_control = stats(ctx.port).get("payments")
+    ctx.check(control.status == 201 and payments_control == (payments or 0) + 1,
+              f"the canary sent openly: {control.summary()}, STATS payments {payments} -> {payments_control}")
+    total = len(table)
+    ctx.details.update(cases=table, failed_cases=failed, payments=payments)
+    ctx.note(f"{total - len(failed)}/{total} cases as expected; STATS payments={payments}; "
+             f"the canary sent openly: {control.status}")
+
+
+class Resp:
+    """A tiny blocking RESP2 (Redis) client: enough for PING, KEYS and HEXISTS."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.buffer = b""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.sock.close()
+
+    def call(self, *args):
+        args = [as_bytes(a) for a in args]
+        self.sock.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        return self.read()
+
+    def _take(self, count):
+        while len(self.buffer) < count:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("redis closed the connection")
+            self.buffer += data
+        data, self.buffer = self.buffer[:count], self.buffer[count:]
+        return data
+
+    def _line(self):
+        while b"\r\n" not in self.buffer:
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("redis closed the connection")
+            self.buffer += data
+        line, _, self.buffer = self.buffer.partition(b"\r\n")
+        return line
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(f"redis: {rest.decode()}")
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            return None if int(rest) < 0 else self._take(int(rest) + 2)[:-2]
+        if kind == b"*":
+            return None if int(rest) < 0 else [self.read() for _ in range(int(rest))]
+        raise RuntimeError(f"redis: unexpected reply {line[:60]!r}")
+
+
+def start_redis(directory, log_path):
+    """A throwaway redis-server on a free port (no persistence). Returns (process, port)."""
+    for _ in range(3):
+        port = free_port()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", HOST, "--save", "",
+                                     "--appendonly", "no", "--dir", directory],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with Resp(port, timeout=1) as r:
+                    if r.call("PING") == "PONG":
+                        return proc, port
+            except (OSError, EOFError, RuntimeError):
+                time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+    raise RuntimeError(f"redis-server did not answer PING; log: {log_path}")
+
+
+DRAIN_ACCOUNTS = 20         # http-drain: accounts per trial, each paying on both instances
+DRAIN_TERM_AFTER_S = 0.5    # ... SIGTERM this long after the payments are sent
+DRAIN_EXIT_S = 15.0         # ... both instances exit 0 within this long
+DRAIN_STATUSES = (201, 409, 503)
+
+
+@probe(16, "http-drain", "SIGTERM mid-payment on two instances sharing Redis (needs redis-server)",
+       requires="--redis")
+def probe_http_drain(ctx):
+    if shutil.which("redis-server") is None:
+        raise Skip("redis-server is not on PATH")
+    trials = ctx.n(20, 3)
+    instance_args = ["--instances", "2", "--pay-latency-ms", "3000", "--drain-timeout-s", "1", "--loops", "2"]
+    base = os.path.splitext(ctx.server.log_path)[0]
+    directory = tempfile.mkdtemp(prefix="hostile-redis-")
+    rows, totals = [], collections.Counter()
+    records_seen = records_at_term = 0
+    try:
+        for trial in range(trials):
+            redis, redis_port = start_redis(directory, base + "-redis.log")
+            instances = []
+            try:
+                url = f"redis://{HOST}:{redis_port}/0"
+                for letter in "ab":
+                    instances.append(Server(ctx.config.binary, ["--redis", url, *instance_args],
+                                            f"{base}-{letter}.log", http=True))
+                results = []
+                lock = threading.Lock()
+
+                def pay(account, instance):
+                    outcome = {"account": account, "instance": instance, "status": None, "charge": None}
+                    try:
+                        with HTTPConn(instances[instance].http_port, timeout=DRAIN_EXIT_S) as c:
+                            response = c.roundtrip(pay_bytes(b"drain-%d-%d" % (trial, account), b"drain-%d" % account,
+                                                             10 + account), timeout=DRAIN_EXIT_S)
+                        outcome["status"] = response.status
+                        if response.status == 201:
+                            outcome["charge"] = json.loads(response.body)["charge"]
+                    except (OSError, EOFError, TimeoutError, ValueError) as error:
+                        outcome["error"] = f"{type(error).__name__}: {error}"
+                    with lock:
+                        results.append(outcome)
+
+                threads = [threading.Thread(target=pay, args=(account, instance), daemon=True)
+                           for account in range(DRAIN_ACCOUNTS) for instance in (0, 1)]
+                for t in threads:
+                    t.start()
+                time.sleep(DRAIN_TERM_AFTER_S)
+                # The payments' records as SIGTERM lands: the pattern below finds them (they
+                # are running), so "none left running" after the drain is not vacuous.
+                with Resp(redis_port) as r:
+                    at_term = len(r.call("KEYS", "sluice:{pay:*}:r") or [])
+                term_at = time.monotonic()
+                for server in instances:
+                    server.proc.send_signal(signal.SIGTERM)
+                exits = []
+                for server in instances:
+                    try:
+                        code = server.proc.wait(max(0.0, term_at + DRAIN_EXIT_S - time.monotonic()))
+                        exits.append((code, round(time.monotonic() - term_at, 2)))
+                    except subprocess.TimeoutExpired:
+                        server.kill()
+                        exits.append((None, DRAIN_EXIT_S))
+                for t in threads:
+                    t.join(DRAIN_EXIT_S)
+                # Every record the drain left must have its result: a running one (no `result`
+                # field) would block its (account, idem) until its lease ran out.
+                with Resp(redis_port) as r:
+                    keys = r.call("KEYS", "sluice:{pay:*}:r") or []
+                    running = [k.decode() for k in keys if r.call("HEXISTS", k, "result") == 0]
+            finally:
+                for server in instances:
+                    server.kill()
+                redis.kill()
+                redis.wait()
+            records_seen += len(keys)
+            statuses = collections.Counter(str(o["status"]) if o["status"] else "error" for o in results)
+            totals.update(statuses)
+            charges = collections.defaultdict(set)
+            for o in results:
+                if o["charge"]:
+                    charges[o["account"]].add(o["charge"])
+            doubles = {a: sorted(c) for a, c in charges.items() if len(c) > 1}
+            wrong = []
+            if any(code != 0 for code, _ in exits):
+                wrong.append(f"exit {[code for code, _ in exits]} (expected 0, 0 within {DRAIN_EXIT_S:.0f}s)")
+            unanswered = [o for o in results if o["status"] not in DRAIN_STATUSES]
+            missing = len(threads) - len(results)
+            if unanswered or missing:
+                shown = [f"drain-{o['account']}@{'ab'[o['instance']]}: {o.get('error') or o['status']}"
+                         for o in unanswered[:4]]
+                wrong.append(f"{len(unanswered) + missing}/{len(threads)} not answered 201/409/503: {shown}")
+            if doubles:
+                wrong.append(f"{len(doubles)} accounts charged twice: {dict(list(doubles.items())[:3])}")
+            if running:
+                wrong.append(f"{len(running)} records left running: {running[:3]}")
+            records_at_term += at_term
+            rows.append({"trial": trial, "exits": exits, "statuses": dict(statuses), "records_at_term": at_term,
+                         "records": len(keys),
+                         "running": running, "double_charged": doubles, "wrong": wrong,
+                         "errors": [o.get("error") for o in results if o.get("error")][:5]})
+            if wrong:
+                ctx.fail(f"trial {trial}: " + "; ".join(wrong))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        for suffix in ("-a.log", "-b.log", "-redis.log"):
+            trim_log(base + suffix)
+    passed = sum(1 for row in rows if not row["wrong"])
+    slowest = max((s for row in rows for _, s in row["exits"]), default=None)
+    ctx.details.update(trials=rows, statuses=dict(totals), records_at_term=records_at_term,
+                       records_after=records_seen)
+    ctx.note(f"{passed}/{trials} trials clean; {DRAIN_ACCOUNTS * 2 * trials} payments: {short_tally(totals)}; "
+             f"slowest exit {slowest}s; Redis records at SIGTERM {records_at_term}, after the drain "
+             f"{records_seen}, none may be running")
+    ctx.check(records_at_term > 0, "no payment record in Redis at SIGTERM (the key pattern finds nothing)")
+
+
 # --------------------------------------------------------------------------------------------
 # Main
 
@@ -1416,16 +2391,18 @@ def server_options(binary):
 
 
 def print_table(rows):
-    header = ["#", "probe", "result", "RSS MiB b/p/a", "fds b/p/a", "ping worst", "p99", "notes"]
+    header = ["#", "probe", "result", "RSS MiB b/p/a", "fds b/p/a", "ping worst", "p99", "healthz worst", "p99",
+              "notes"]
 
     def cell(row):
-        r, f, c = row["rss_mib"], row["fds"], row["control"]
+        r, f, c, h = row["rss_mib"], row["fds"], row["control"], row.get("health") or {}
         fmt = lambda v: "-" if v is None else str(v)
         notes = "; ".join(row["failures"] + row["notes"]) if row["status"] == "FAIL" else "; ".join(row["notes"])
         return [str(row["number"]), row["probe"], row["status"],
                 "/".join(fmt(r.get(k)) for k in ("before", "peak", "after")) if r else "-",
                 "/".join(fmt(f.get(k)) for k in ("before", "peak", "after")) if f else "-",
-                fmt(c.get("worst_ms")) if c else "-", fmt(c.get("p99_ms")) if c else "-", notes]
+                fmt(c.get("worst_ms")) if c else "-", fmt(c.get("p99_ms")) if c else "-",
+                fmt(h.get("worst_ms")) if h else "-", fmt(h.get("p99_ms")) if h else "-", notes]
 
     cells = [cell(r) for r in rows]
     widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(len(header) - 1)]
@@ -1443,15 +2420,16 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller counts for a quick run")
     parser.add_argument("--out", help="JSON result path (default: out/hostile-<time>.json)")
     parser.add_argument("--list", action="store_true", help="list the probes and exit")
-    parser.add_argument("--monitor", nargs=2, metavar=("PID", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--monitor", nargs=3, metavar=("PID", "PORT", "HTTP_PORT"), help=argparse.SUPPRESS)
     config = parser.parse_args()
     if config.monitor:
-        monitor_main(int(config.monitor[0]), int(config.monitor[1]))
+        monitor_main(int(config.monitor[0]), int(config.monitor[1]), int(config.monitor[2]) or None)
         return 0
     if config.list:
         for spec in PROBES:
             extra = f"  (needs {spec['requires']})" if spec["requires"] else ""
-            print(f"{spec['number']:2d} {spec['name']:<11} {spec['title']}{extra}")
+            http = "[HTTP] " if spec["http"] else "       "
+            print(f"{spec['number']:2d} {spec['name']:<16} {http}{spec['title']}{extra}")
         return 0
     if not config.binary:
         parser.error("--binary is required")
@@ -1461,6 +2439,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     config.idle_count = min(1_000 if config.quick else 5_000, want - 1_200)
     config.pay_quota = 100 if config.quick else 1_000
+    config.http_nonreading_count = min(200 if config.quick else 1_000, want - 1_200)
     config.server_options = server_options(config.binary)
 
     selected = PROBES
@@ -1490,8 +2469,11 @@ def main():
     out = config.out or os.path.join(OUT_DIR, f"hostile-{stamp}{'-quick' if config.quick else ''}.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     document = {"started_utc": stamp, "binary": config.binary, "quick": config.quick,
-                "options_missing": missing, "limits": {"control_p99_ms": CONTROL_P99_MS,
-                                                       "control_worst_ms": CONTROL_WORST_MS},
+                "options_missing": missing,
+                "limits": {"control_p99_ms": CONTROL_P99_MS, "control_worst_ms": CONTROL_WORST_MS,
+                           "healthz_p99_ms": CONTROL_P99_MS, "healthz_worst_ms": CONTROL_WORST_MS,
+                           "http_rise_mib": HTTP_RISE_MIB, "http_budget_mib": HTTP_BUDGET_MIB,
+                           "http_overhead_mib": HTTP_OVERHEAD_MIB, "http_return_mib": HTTP_RETURN_MIB},
                 "logs": os.path.relpath(log_dir, os.getcwd()), "probes": rows}
     with open(out, "w") as f:
         json.dump(document, f, indent=2, default=str)
