@@ -16,8 +16,8 @@
 #   4. PAY storm: --dup-ratio 0.5 across 200 connections (zero double charges).
 #   5. 1,000,000-key zipf run with the server's RSS before and after.
 #   6. HTTP: POST /tap/<key> with wrk (Examples/LoadTest/wrk/tap.lua) against sluice-echo's HTTP
-#      front, the C evhttp server (evhttp-tap) and the Hummingbird 2 server (hummingbird-tap),
-#      one after the other (Examples/Benchmarks/http-compare.sh does the run).
+#      front, nginx's limit_req, the C evhttp server (evhttp-tap) and the Hummingbird 2 server
+#      (hummingbird-tap), one after the other (Examples/Benchmarks/http-compare.sh does the run).
 # Scenarios 2-5 need the line protocol; against a server that only echoes raw lines
 # they are reported as skipped; scenario 6 skips sluice-echo when it has no --http-port.
 # --only http runs scenario 6 alone and replaces its section in --out (the others stay).
@@ -59,7 +59,7 @@ http_section() { # extra http-compare.sh options...
         || table="Not run: \`Examples/Benchmarks/http-compare.sh\` failed (its messages are in the log of this run)."
     echo "## 6. HTTP: POST /tap/<key>"
     echo
-    echo "sluice-echo's HTTP front (\`--loops 1\`) against the plain C server on libevent's \`evhttp\` (\`Examples/Benchmarks/Baselines/evhttp_tap.c\`; once more with \`--changelist\`, on an event base configured like sluice-echo's) and a Hummingbird 2 server (\`hummingbird-tap\` in \`Examples/Benchmarks\`); all three answer the route with the same per-key throttle and the same bytes. Run alone: \`Examples/LoadTest/run.sh --only http --seconds $seconds --rounds $rounds\` (or \`Examples/Benchmarks/http-compare.sh --seconds $seconds --rounds $rounds\`, which prints the table)."
+    echo "sluice-echo's HTTP front (\`--loops 1\`) against nginx's \`limit_req\` (Debian's nginx, one process, keyed by \`\$uri\`; \`scripts/install-deps.sh --bench\` installs it), the plain C server on libevent's \`evhttp\` (\`Examples/Benchmarks/Baselines/evhttp_tap.c\`; once more with \`--changelist\`, on an event base configured like sluice-echo's) and a Hummingbird 2 server (\`hummingbird-tap\` in \`Examples/Benchmarks\`); all of them answer the route with the same per-key throttle (one request per key per window, 429 beyond it). Run alone: \`Examples/LoadTest/run.sh --only http --seconds $seconds --rounds $rounds\` (or \`Examples/Benchmarks/http-compare.sh --seconds $seconds --rounds $rounds\`, which prints the table)."
     echo
     echo "$table"
 }
