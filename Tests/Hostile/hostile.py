@@ -1600,14 +1600,20 @@ def probe_maxconn(ctx):
 TABLE_MIB = 16
 
 
+# The tables a flood of unique keys can fill, by verb: TAP fills its throttle table and its
+# per-key tap counts (--tap-tally-mib), the others one table each.
+FLOOD_TABLES = {"TAP": 2, "LIMIT": 1, "PAGE": 1, "SEARCH": 1, "PAY": 1}
+
+
 @probe(9, "flood", "1M-key floods of TAP, LIMIT, PAGE, SEARCH, PAY (replies read)",
-       args=[f"--{t}-table-mib={TABLE_MIB}" for t in ("tap", "pay", "search", "limit", "page")])
+       args=[f"--{t}-table-mib={TABLE_MIB}" for t in ("tap", "pay", "search", "limit", "page")]
+       + [f"--tap-tally-mib={TABLE_MIB}"])
 def probe_flood(ctx):
     keys = ctx.n(1_000_000, 100_000)
     # --max-in-flight caps each connection's pending requests; a client that wants to fill the
     # tables opens many connections.
     per_conn_count = ctx.n(256, 64)
-    budget = 5 * TABLE_MIB + 64
+    budget = sum(FLOOD_TABLES.values()) * TABLE_MIB + 64
     templates = {
         "TAP": lambda i: b"t%d TAP tk%d\n" % (i, i),
         "LIMIT": lambda i: b"l%d LIMIT lk%d\n" % (i, i),
@@ -1618,7 +1624,7 @@ def probe_flood(ctx):
     flooded = 0
     for verb, make in templates.items():
         ctx.monitor.phase(verb)
-        flooded += 1
+        flooded += FLOOD_TABLES[verb]
         ctx.phase_rise_limits_mib[verb] = flooded * TABLE_MIB + 64   # the tables flooded so far + 64
         share = keys // per_conn_count
         conns = [ctx.connect(timeout=10) for _ in range(per_conn_count)]
