@@ -40,6 +40,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     public var connectionBufferBudget: Int?
     /// The listen backlog.
     public var backlog: Int
+    /// Whether to share the port with other processes' sockets (see
+    /// `TCPConfiguration.reusePort`); off, a port another socket serves is an error.
+    public var reusePort: Bool
 
     /// A configuration with the defaults of `sluice-echo`.
     public init(
@@ -56,7 +59,8 @@ public struct HTTPConfiguration: Sendable, Hashable {
         turnDuration: Duration? = .microseconds(200),
         maximumConnections: Int? = 10_000,
         connectionBufferBudget: Int? = 256 << 20,
-        backlog: Int = 1024
+        backlog: Int = 1024,
+        reusePort: Bool = false
     ) {
         self.host = host
         self.port = port
@@ -72,6 +76,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
         self.maximumConnections = maximumConnections
         self.connectionBufferBudget = connectionBufferBudget
         self.backlog = backlog
+        self.reusePort = reusePort
     }
 
     /// The parser's limits.
@@ -86,7 +91,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
             host: host, port: port, maximumLineLength: 1, outputHighWatermark: outputHighWatermark,
             outputLowWatermark: outputLowWatermark, idleTimeout: idleTimeout, lineTimeout: nil,
             maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget, backlog: backlog,
-            turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes)
+            turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes, reusePort: reusePort)
     }
 
     /// Checks every field; throws `GateError` (`.invalidConfiguration`) naming the first one

@@ -42,6 +42,14 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// times their number, so one client's pipelined flood delays another's request by no
     /// more than that. `nil` hands over everything read at once.
     public var turnDuration: Duration?
+    /// Whether to share the port with other processes' sockets (`SO_REUSEPORT`): the kernel then
+    /// spreads new connections over every process listening on it, and each keeps its own
+    /// state in memory (a throttle or an idempotency record in one process's memory is unknown
+    /// to the others: share it through a store). Off (the default), binding a port another
+    /// socket serves fails (`EADDRINUSE`), so that a forgotten server on the same port is an
+    /// error rather than a silent second instance. The loops of one server always share its
+    /// one listening socket.
+    public var reusePort: Bool
 
     /// A configuration with the defaults of `sluice-echo`.
     public init(
@@ -57,7 +65,8 @@ public struct TCPConfiguration: Sendable, Hashable {
         acceptBackoff: Duration = .milliseconds(50),
         backlog: Int = 1024,
         turnDuration: Duration? = .microseconds(200),
-        maximumBufferedInput: Int = 256 << 10
+        maximumBufferedInput: Int = 256 << 10,
+        reusePort: Bool = false
     ) {
         self.host = host
         self.port = port
@@ -72,6 +81,7 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.backlog = backlog
         self.turnDuration = turnDuration
         self.maximumBufferedInput = maximumBufferedInput
+        self.reusePort = reusePort
     }
 
     /// Checks every field; throws ``EventLoopError`` with code `.invalidArgument` naming the

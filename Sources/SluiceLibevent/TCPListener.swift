@@ -12,8 +12,10 @@ import Darwin
 
 /// A listening socket on one loop: accepts connections and hands each to a handler.
 ///
-/// Several listeners (one per loop) share a port through `SO_REUSEPORT`; the kernel spreads
-/// new connections over them.
+/// The listeners of one server (one per loop) share one listening socket: the first binds it,
+/// the others watch a duplicate of its descriptor, and whichever loop wakes first accepts. With
+/// `reusePort` each binds its own socket with `SO_REUSEPORT` instead, and the kernel spreads
+/// new connections over them and over every other process's sockets on the port.
 final class TCPListener: LoopResource, @unchecked Sendable {
     // @unchecked Sendable: created, used and freed on `loop`'s thread only (TCPServer hops there
     // for every call); the reference itself is only carried across threads.
@@ -40,6 +42,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         loop: EventLoop,
         loopIndex: Int,
         port: Int,
+        sharing sharedSocket: Int32? = nil,
         configuration: TCPConfiguration,
         accounting: ConnectionAccounting,
         refusal: @escaping @Sendable () -> [UInt8],
@@ -55,7 +58,14 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         self.configuration = configuration
         self.makeHandler = makeHandler
 
-        let listener = try Self.listen(loop: loop, host: configuration.host, port: port, backlog: configuration.backlog)
+        let listener: OpaquePointer
+        if let sharedSocket {
+            listener = try Self.watch(loop: loop, duplicateOf: sharedSocket)
+        } else {
+            listener = try Self.listen(
+                loop: loop, host: configuration.host, port: port, backlog: configuration.backlog,
+                reusePort: configuration.reusePort)
+        }
         self.listener = listener
         self.port = Self.boundPort(of: evconnlistener_get_fd(listener))
         evconnlistener_set_cb(listener, tcpListenerAcceptCallback, Unmanaged.passUnretained(self).toOpaque())
@@ -75,6 +85,11 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
     func closeForShutdown() {
         close()
+    }
+
+    /// The listening socket's descriptor (while open), for the other loops to share.
+    var socket: Int32? {
+        listener.map { evconnlistener_get_fd($0) }
     }
 
     fileprivate func accept(socket: Int32, address: UnsafeMutablePointer<sockaddr>?) {
@@ -160,24 +175,56 @@ final class TCPListener: LoopResource, @unchecked Sendable {
 
     // MARK: - Addresses
 
-    /// A listening socket on `loop` for `host:port`, shared with the other loops' listeners by
-    /// `SO_REUSEPORT`, as an `evconnlistener` with no callback yet.
-    static func listen(loop: EventLoop, host: String, port: Int, backlog: Int) throws(EventLoopError) -> OpaquePointer {
+    /// A listening socket on `loop` for `host:port`, as an `evconnlistener` with no callback
+    /// yet; with `reusePort`, one that other sockets with `SO_REUSEPORT` may share the port with.
+    static func listen(
+        loop: EventLoop, host: String, port: Int, backlog: Int, reusePort: Bool
+    ) throws(EventLoopError) -> OpaquePointer {
         var storage = sockaddr_storage()
         let length = try parse(host: host, port: port, into: &storage)
-        // Port 0 asks the kernel for a free port: without SO_REUSEADDR the port it picks is one
-        // no other socket holds, so no other server's listener can ever share it. The other
-        // loops' listeners then join it by SO_REUSEPORT.
+        // SO_REUSEADDR lets a restarted server bind while its old connections linger in
+        // TIME_WAIT; it never lets two sockets listen on one port (only SO_REUSEPORT does). Port
+        // 0 asks the kernel for a free port: without SO_REUSEADDR the port it picks is one no
+        // other socket holds.
         let reuseAddress = port == 0 ? 0 : LEV_OPT_REUSEABLE
-        let flags = reuseAddress | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        let flags =
+            reuseAddress | (reusePort ? LEV_OPT_REUSEABLE_PORT : 0) | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
         let listener = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 evconnlistener_new_bind(loop.base, nil, nil, UInt32(flags), Int32(backlog), address, length)
             }
         }
         guard let listener else {
-            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
+            let error = errno
+            let reason = String(validatingCString: strerror(error)) ?? "errno \(error)"
+            if error == EADDRINUSE {
+                throw EventLoopError(
+                    code: .bindFailed,
+                    message: "port \(port) is already served by another socket (another server?): \(reason); "
+                        + "stop that server, choose another port, or share the port on purpose (reusePort, "
+                        + "--reuse-port in sluice-echo; both servers must ask for it)",
+                    input: "\(host):\(port)")
+            }
             throw EventLoopError(code: .bindFailed, message: "cannot listen: \(reason)", input: "\(host):\(port)")
+        }
+        return listener
+    }
+
+    /// A listener on `loop` watching a duplicate of the listening socket `socket` (another
+    /// loop's, already bound and listening), closed with it.
+    static func watch(loop: EventLoop, duplicateOf socket: Int32) throws(EventLoopError) -> OpaquePointer {
+        let duplicate = fcntl(socket, F_DUPFD_CLOEXEC, 0)
+        guard duplicate >= 0 else {
+            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
+            throw EventLoopError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", input: "\(socket)")
+        }
+        // Backlog 0: the socket listens already. Non-blocking already (the flag belongs to the
+        // open file, which the duplicate shares).
+        let flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        guard let listener = evconnlistener_new(loop.base, nil, nil, UInt32(flags), 0, duplicate) else {
+            let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
+            evutil_closesocket(duplicate)
+            throw EventLoopError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", input: "\(socket)")
         }
         return listener
     }

@@ -1,9 +1,9 @@
 import Logging
 import SluiceCore
 
-/// A TCP server on every loop of a group: one listener per loop on the same port
-/// (`SO_REUSEPORT`), each connection a bounded ``TCPConnection`` on the loop that accepted it,
-/// its bytes handed to a ``TCPConnectionHandler`` (or framed into lines for a
+/// A TCP server on every loop of a group: one listener per loop, sharing one listening socket
+/// (or with `reusePort`, the port), each connection a bounded ``TCPConnection`` on the loop
+/// that accepted it, its bytes handed to a ``TCPConnectionHandler`` (or framed into lines for a
 /// ``TCPLineHandler``).
 ///
 /// ```swift
@@ -80,19 +80,24 @@ public final class TCPServer: Sendable {
         let accounting = accounting ?? ConnectionAccounting(configuration: configuration)
         var listeners: [TCPListener] = []
         var port = configuration.port
+        var sharedSocket: Int32?
         do {
             for (index, loop) in group.loops.enumerated() {
                 let boundPort = port
+                let sharing = sharedSocket
                 // The bound port comes back with the listener, read on the loop that made it.
-                let (listener, listenerPort) = try await loop.submit { () throws(EventLoopError) -> (TCPListener, Int) in
+                let (listener, listenerPort, socket) = try await loop.submit {
+                    () throws(EventLoopError) -> (TCPListener, Int, Int32?) in
                     let listener = try TCPListener(
-                        loop: loop, loopIndex: index, port: boundPort, configuration: configuration,
+                        loop: loop, loopIndex: index, port: boundPort, sharing: sharing, configuration: configuration,
                         accounting: accounting, refusal: refusal, logger: logger, makeHandler: makeHandler)
-                    return (listener, listener.port)
+                    return (listener, listener.port, listener.socket)
                 }
                 listeners.append(listener)
-                // With port 0 the first listener picks the port; the others share it.
+                // With port 0 the first listener picks the port; the others share it (its socket,
+                // or with reusePort, its port).
                 port = listenerPort
+                if !configuration.reusePort, index == 0 { sharedSocket = socket }
             }
         } catch {
             for listener in listeners {
