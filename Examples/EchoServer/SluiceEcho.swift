@@ -151,6 +151,12 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("redis-failure"), help: "When Redis is unreachable or slower than --redis-timeout-ms: open (TAP and LIMIT run; PAY answers ERR unavailable), closed (ERR unavailable / 503) or local (this instance decides alone with limits divided by --instances; PAY replies say guarantee=local).")
     var redisFailure: StoreFailureMode = .closed
 
+    @Option(name: .customLong("processor-ledger"), help: "PAY: keep the simulated processor's ledger of charges (by payment record, with the newest fence seen) in this Redis, shared with every instance given the same one, apart from --redis as a payment provider is apart from its clients: redis://host:port[/db]. Without it, each instance keeps its own in memory.")
+    var processorLedger: String?
+
+    @Flag(name: .customLong("reuse-port"), help: "Share the line and HTTP ports with other processes listening with this flag (SO_REUSEPORT): the kernel spreads connections over them, and each keeps its own in-memory state (share state with --redis). Without it, a port another socket serves is an error.")
+    var reusePort = false
+
     @Option(name: .customLong("instances"), help: "How many instances share the Redis store (--redis-failure local divides the limits by it).")
     var instances = 1
 
@@ -198,6 +204,7 @@ struct SluiceEcho: AsyncParsableCommand {
             if httpPort != 0 { try httpConfiguration.validate() }
             _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
             if let redis { _ = try RedisEndpoint(url: redis) }
+            if let processorLedger { _ = try RedisEndpoint(url: processorLedger) }
         } catch let error as GateError {
             throw ValidationError("\(error.message) (got \(error.value))")
         } catch let error as SluiceError {
@@ -214,7 +221,7 @@ struct SluiceEcho: AsyncParsableCommand {
                 idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds),
                 lineTimeout: lineTimeoutSeconds == 0 ? nil : .seconds(lineTimeoutSeconds),
                 maximumConnections: maxConnections == 0 ? nil : maxConnections,
-                connectionBufferBudget: connectionBuffersMebibytes << 20),
+                connectionBufferBudget: connectionBuffersMebibytes << 20, reusePort: reusePort),
             echoRate: echoRate,
             echoBurst: echoBurst,
             maximumInFlight: maxInFlight)
@@ -228,15 +235,15 @@ struct SluiceEcho: AsyncParsableCommand {
                 idleTimeout: .seconds(httpIdleTimeoutSeconds), maximumInFlight: maxInFlight,
                 outputHighWatermark: outputHighKibibytes << 10, outputLowWatermark: (outputHighKibibytes << 10) / 4,
                 maximumConnections: maxConnections == 0 ? nil : maxConnections,
-                connectionBufferBudget: connectionBuffersMebibytes << 20),
+                connectionBufferBudget: connectionBuffersMebibytes << 20, reusePort: reusePort),
             echoRate: echoRate,
             echoBurst: echoBurst)
     }
 
     /// Registers every built-in plugin with the gate's registry and its codec with the line
     /// front and the HTTP front, in the order `STATS` reports them. TAP, LIMIT and PAY keep their
-    /// state in `store`.
-    func makePlugins(store: PluginStore) throws -> (PluginRegistry, LineVerbs, HTTPRoutes) {
+    /// state in `store`; the payment processor keeps its charges in `ledger`.
+    func makePlugins(store: PluginStore, ledger: any ChargeLedger) throws -> (PluginRegistry, LineVerbs, HTTPRoutes) {
         var plugins = PluginRegistry()
         var verbs = LineVerbs()
         var routes = HTTPRoutes()
@@ -251,7 +258,7 @@ struct SluiceEcho: AsyncParsableCommand {
                 lease: .milliseconds(payLeaseMilliseconds),
                 concurrent: payConcurrent?.option ?? .join,
                 recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
-                processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds))),
+                processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds), ledger: ledger)),
             budget: .bytes(payTableMebibytes << 20), store: store)
         try verbs.register(PayLineCodec(pay.plugin), for: pay)
         try routes.register(PayHTTPCodec(pay.plugin, concurrent: payConcurrent?.option ?? .reject), for: pay)
@@ -301,7 +308,20 @@ struct SluiceEcho: AsyncParsableCommand {
                 "TAP, LIMIT and PAY state in Redis",
                 metadata: ["redis": "\(created.endpoint)", "failure-mode": "\(redisFailure)", "instances": "\(instances)"])
         }
-        let (plugins, verbs, routes) = try makePlugins(store: store)
+        let ledger: any ChargeLedger
+        var redisLedger: RedisChargeLedger?
+        if let processorLedger {
+            let created = RedisChargeLedger(
+                endpoint: try RedisEndpoint(url: processorLedger), group: group, retention: .seconds(payRetentionSeconds),
+                logger: logger)
+            created.start()
+            redisLedger = created
+            ledger = created
+            logger.info("the payment processor's ledger in Redis", metadata: ["redis": "\(created.endpoint)"])
+        } else {
+            ledger = MemoryChargeLedger(retention: .seconds(payRetentionSeconds))
+        }
+        let (plugins, verbs, routes) = try makePlugins(store: store, ledger: ledger)
         let gate = try Gate(
             group: group, plugins: plugins,
             options: GateOptions(shutdownGracePeriod: .seconds(shutdownGraceSeconds)), logger: logger)
@@ -338,6 +358,7 @@ struct SluiceEcho: AsyncParsableCommand {
         // find them; the loops stop last (defer).
         for activity in activities { await activity.waitForQuiet() }
         await redisStore?.shutdown()
+        await redisLedger?.shutdown()
         try outcome.get()
     }
 }

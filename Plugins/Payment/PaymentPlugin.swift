@@ -119,8 +119,26 @@ public struct PaymentPlugin: GatePlugin {
 public enum PaymentOutcome: Sendable, Hashable, Codable {
     /// Charged, with the processor's charge id.
     case charged(String)
+    /// The processor had charged this payment's record already (an earlier owner's call, one
+    /// whose answer was lost) and returned that charge instead of making another: answered as
+    /// a replay.
+    case alreadyCharged(String)
     /// Declined, with a reason such as `amount-limit`.
     case declined(String)
+
+    /// The charge id, when it was charged (now or before).
+    public var chargeID: String? {
+        switch self {
+        case .charged(let id), .alreadyCharged(let id): id
+        case .declined: nil
+        }
+    }
+
+    /// Whether the charge was made before, by an earlier call for the same record.
+    public var isAlreadyCharged: Bool {
+        if case .alreadyCharged = self { return true }
+        return false
+    }
 }
 
 /// Charges payments. It must honour cancellation until it commits, and not after.

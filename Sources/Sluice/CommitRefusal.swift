@@ -1,6 +1,14 @@
 /// Why an effect may not pass its commit point (``EffectContext/commit()``): it must not make
 /// its irreversible change, and should throw this error (or return) without doing so. Its
-/// record is then given back (nothing was committed), so that a retry runs once.
+/// record is then given back if it still holds it (nothing was committed), so that a retry runs
+/// once. An effect also throws it when its downstream refused or missed a call that the
+/// downstream keeps by record (``Code/staleFence``, ``Code/downstreamUnavailable``).
+///
+/// When the refusal says another owner may hold the record (``Code/leaseNotSafe``,
+/// ``Code/leaseLost``, ``Code/staleFence``), the effect's callers are not answered with it:
+/// they wait for the record's result as a duplicate does (joining it), and are answered
+/// `conflict` if it is still running a lease later, or `unavailable` if the record turns out
+/// free (a retry then runs it).
 ///
 /// A code, a message and the offending value (the library's error pattern).
 public struct CommitRefusal: Error, Hashable, Sendable, CustomStringConvertible {
@@ -18,6 +26,15 @@ public struct CommitRefusal: Error, Hashable, Sendable, CustomStringConvertible 
         public static let leaseLost = Code(name: "leaseLost")
         /// The effect is not running under the gate any more.
         public static let notRunning = Code(name: "notRunning")
+        /// Thrown by an effect, not by the guard: the downstream refused its call because it has
+        /// seen a greater fence for the record (``EffectRecord``): another owner took the record
+        /// over. Nothing was changed; the gate answers the effect's callers with the record's
+        /// result once its current owner stores it.
+        public static let staleFence = Code(name: "staleFence")
+        /// Thrown by an effect, not by the guard: the downstream did not answer, and it keeps
+        /// its changes by record, so a retry cannot repeat a change that landed. The record is
+        /// given back and the callers are answered `unavailable`, so that they retry.
+        public static let downstreamUnavailable = Code(name: "downstreamUnavailable")
         public var description: String { name }
     }
 
@@ -36,4 +53,11 @@ public struct CommitRefusal: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     public var description: String { "CommitRefusal(\(code)): \(message) [\(value)]" }
+}
+
+extension CommitRefusal {
+    /// Whether another owner may hold the record: the callers then wait for its result.
+    var mayHaveAnotherOwner: Bool {
+        code == .leaseNotSafe || code == .leaseLost || code == .staleFence
+    }
 }

@@ -38,13 +38,30 @@ public struct EffectContext: Sendable {
     /// result is written to the store and its callers are answered with it.
     ///
     /// A lease alone never makes an external change exactly-once (a paused process can pass
-    /// this check and then stall): pass the record's identity and fence downstream too.
+    /// this check and then stall before its call lands): pass the record's identity and fence
+    /// it returns downstream, to an end that keeps its changes by record and refuses an older
+    /// fence. When that end refuses the call as stale, throw ``CommitRefusal`` with code
+    /// ``CommitRefusal/Code/staleFence``: the gate then answers the effect's callers with the
+    /// record's result once its current owner stores it, as it answers a duplicate.
     ///
+    /// - Returns: the effect's idempotency record and the fence of its claim (``record``), or
+    ///   `nil` for an effect that has no record (its plugin is not idempotent).
     /// - Throws: ``CommitRefusal``.
-    public func commit() throws(CommitRefusal) {
-        guard let execution else { return }
+    @discardableResult
+    public func commit() throws(CommitRefusal) -> EffectRecord? {
+        guard let execution else { return nil }
         loop.preconditionInEventLoop()
-        if let refusal = shard.commit(lane: lane, execution: execution) { throw refusal }
+        return try shard.commit(lane: lane, execution: execution).get()
+    }
+
+    /// The idempotency record the effect runs for and the fencing token of its current claim
+    /// (see ``EffectRecord``); `nil` when its plugin is not idempotent. The fence can change
+    /// while the effect runs (its lease ran out and this process claimed the record again):
+    /// take the one ``commit()`` returns for the irreversible step.
+    public var record: EffectRecord? {
+        guard let execution else { return nil }
+        loop.preconditionInEventLoop()
+        return shard.record(lane: lane, execution: execution)
     }
 
     /// The loop the effect runs on (the key's loop).

@@ -79,12 +79,13 @@ public final class Gate: Service, Sendable {
         self.logger = logger
         self.rootScope = GateScope(id: 0, parent: nil)
         let counters = self.counters
+        let epochWatches = plugins.plugins.map { StoreEpochWatch(plugin: $0.name, logger: logger) }
         var shards: [GateShard] = []
         for (index, loop) in group.loops.enumerated() {
             do {
                 shards.append(
                     try GateShard(
-                        loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins,
+                        loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins, epochWatches: epochWatches,
                         shardCount: group.loops.count, options: options, counters: counters))
             } catch {
                 throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)

@@ -18,9 +18,11 @@ protocol GateLane: AnyObject {
     /// Cancels every execution that has not passed its commit point and answers its waiting
     /// requests at once (the gate's drain ran out of time); committed executions finish.
     func drain(reason: CancellationReason, shard: GateShard)
-    /// The commit guard of `execution` (see ``EffectContext/commit()``): `nil` when it may
-    /// commit, which marks it committed.
-    func commit(_ execution: EventToken, shard: GateShard) -> CommitRefusal?
+    /// The commit guard of `execution` (see ``EffectContext/commit()``): its record and fence
+    /// when it may commit, which marks it committed.
+    func commit(_ execution: EventToken, shard: GateShard) -> Result<EffectRecord?, CommitRefusal>
+    /// The idempotency record and current fence of `execution` (see ``EffectContext/record``).
+    func record(of execution: EventToken, shard: GateShard) -> EffectRecord?
     /// Results and record releases on their way to a shared store.
     var storeOperationsPending: Int { get }
     /// Keys held in the policy's table.

@@ -65,6 +65,24 @@ extension GateOutcome {
     }
 }
 
+extension GateOutcome {
+    /// This outcome marked as given while the store's data may have been lost lately
+    /// (``RunInfo/Guarantee/storeDataLost``), unless it says already that this process decided
+    /// alone.
+    var markedStoreDataLost: GateOutcome {
+        switch self {
+        case .ran(let output, var info) where info.guarantee == .store:
+            info.guarantee = .storeDataLost
+            return .ran(output, info)
+        case .failed(let error, var info) where info.guarantee == .store:
+            info.guarantee = .storeDataLost
+            return .failed(error, info)
+        default:
+            return self
+        }
+    }
+}
+
 /// How a request that got a result got it.
 public struct RunInfo: Sendable, Hashable {
     /// Where the result came from.
@@ -86,6 +104,11 @@ public struct RunInfo: Sendable, Hashable {
         /// The shared store did not answer and this process decided alone
         /// (``StoreFailureMode/local``): another instance may decide otherwise.
         case local
+        /// The shared store lost its data less than a retention ago (it came back empty: its
+        /// epoch changed). The store decided, but a request completed before the loss may run
+        /// again when retried, unless the effect's downstream keeps its changes by record
+        /// (``EffectRecord``). Fronts say so (`Sluice-Guarantee: store-data-lost`).
+        case storeDataLost
     }
 
     /// Where the result came from.

@@ -41,8 +41,8 @@ final class GateShard: @unchecked Sendable {
     private var drainSignal: DrainSignal?
 
     init(
-        loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], shardCount: Int,
-        options: GateOptions, counters: GateCounters
+        loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], epochWatches: [StoreEpochWatch],
+        shardCount: Int, options: GateOptions, counters: GateCounters
     ) throws(SluiceError) {
         self.loop = loop
         self.clock = clock
@@ -50,8 +50,8 @@ final class GateShard: @unchecked Sendable {
         self.options = options
         self.counters = counters
         var lanes: [any GateLane] = []
-        for plugin in plugins {
-            lanes.append(try plugin.makeLane(shardCount))
+        for (plugin, epochWatch) in zip(plugins, epochWatches) {
+            lanes.append(try plugin.makeLane(shardCount, epochWatch))
         }
         self.lanes = lanes
     }
@@ -99,13 +99,21 @@ final class GateShard: @unchecked Sendable {
     }
 
     /// The commit guard of execution `execution` of plugin `lane` (see
-    /// ``EffectContext/commit()``): `nil` when it may commit, which marks it committed.
+    /// ``EffectContext/commit()``): its record and fence when it may commit, which marks it
+    /// committed.
     @usableFromInline
-    func commit(lane index: Int, execution: EventToken) -> CommitRefusal? {
+    func commit(lane index: Int, execution: EventToken) -> Result<EffectRecord?, CommitRefusal> {
         guard lanes.indices.contains(index) else {
-            return CommitRefusal(code: .notRunning, message: "the effect's plugin is not in this gate", value: "\(index)")
+            return .failure(CommitRefusal(code: .notRunning, message: "the effect's plugin is not in this gate", value: "\(index)"))
         }
         return lanes[index].commit(execution, shard: self)
+    }
+
+    /// The idempotency record and current fence of execution `execution` of plugin `lane`.
+    @usableFromInline
+    func record(lane index: Int, execution: EventToken) -> EffectRecord? {
+        guard lanes.indices.contains(index) else { return nil }
+        return lanes[index].record(of: execution, shard: self)
     }
 
     /// A policy timer of plugin `lane` fired for `key`.

@@ -24,18 +24,47 @@ public final class MemoryStore: SharedStore {
         var records: [StoreKey: Record] = [:]
         var available = true
         var calls = 0
+        /// The epoch of the fences it grants (see ``FencingToken``), and the claims counted in it.
+        var epoch: UInt64
+        var claims: UInt32 = 0
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let now: @Sendable () -> Instant
     private let capacity: Int
 
     /// A store reading time from `now` (the monotonic clock by default), holding at most
-    /// `capacity` keys of each kind.
-    public init(capacity: Int = 1 << 20, now: @escaping @Sendable () -> Instant = { EventLoop.monotonicNow() }) {
+    /// `capacity` keys of each kind. Its first epoch is the wall clock's millisecond (`epoch`,
+    /// when given), so that a store made again after a restart grants greater fences.
+    public init(
+        capacity: Int = 1 << 20, epoch: UInt64? = nil, now: @escaping @Sendable () -> Instant = { EventLoop.monotonicNow() }
+    ) {
         self.capacity = max(1, capacity)
         self.now = now
+        self.state = Mutex(State(epoch: epoch ?? Self.wallClockMillisecond()))
     }
+
+    private static func wallClockMillisecond() -> UInt64 {
+        UInt64(clamping: EventLoop.wallClockMilliseconds())
+    }
+
+    /// Forgets every window, limit and record, as a store restarted without persistence would,
+    /// and starts a new epoch (the next one, or the wall clock's millisecond if later): the fences
+    /// it grants from now on are greater than every earlier one, and no earlier lease is
+    /// current again.
+    public func loseData() {
+        let millisecond = Self.wallClockMillisecond()
+        state.withSanitizedLock { state in
+            state.windows = [:]
+            state.limits = [:]
+            state.records = [:]
+            state.epoch = max(state.epoch &+ 1, millisecond)
+            state.claims = 0
+        }
+    }
+
+    /// The current epoch.
+    public var epoch: UInt64 { state.withSanitizedLock { $0.epoch } }
 
     /// Makes every later call fail (`false`) or succeed again (`true`).
     public func setAvailable(_ available: Bool) {
@@ -101,7 +130,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -114,10 +143,14 @@ public final class MemoryStore: SharedStore {
                 state.records = state.records.filter { t < $0.value.expiresAt }
                 guard state.records.count < capacity else { return .failure(Self.full) }
             }
-            // A record taken over keeps counting; a purged one starts again, which is safe
-            // because a lease names its owner too, and owners are unique.
-            let fence = (state.records[record]?.lease.fence ?? 0) + 1
-            let granted = StoreLease(owner: owner, fence: fence)
+            // One counter for every record: each claim's fence is greater than any granted
+            // before, whatever record it was for.
+            if state.claims == FencingToken.maximumCounter {
+                state.epoch &+= 1
+                state.claims = 0
+            }
+            state.claims += 1
+            let granted = StoreLease(owner: owner, fence: FencingToken(epoch: state.epoch, counter: state.claims))
             state.records[record] = Record(
                 fingerprint: fingerprint, lease: granted, expiresAt: Self.add(t, lease.nanosecondsClamped), result: nil)
             return .success(.claimed(granted))

@@ -145,7 +145,24 @@ extension PluginLane {
         _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>, options: IdempotencyOptions
     ) -> GateOutcome<Output>? {
-        let identity = handle.plugin.identity(for: request.input)
+        // Every answer says whether the store lost its data lately, whenever it comes.
+        let index = self.index
+        let marking: @Sendable () -> Completion = {
+            let completion = later()
+            return { [shard] outcome in
+                completion(shard.lane(index, as: Plugin.self)?.shared?.marked(outcome, now: shard.clock.now) ?? outcome)
+            }
+        }
+        let outcome = submitSharedIdempotent(
+            request, token: token, later: marking, shard: shard, binding: binding, options: options,
+            identity: handle.plugin.identity(for: request.input))
+        return outcome.map { binding.marked($0, now: shard.clock.now) }
+    }
+
+    func submitSharedIdempotent(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        binding: SharedLaneState<Output>, options: IdempotencyOptions, identity: RequestIdentity
+    ) -> GateOutcome<Output>? {
         // What this process holds comes first: its own running execution, a result not written
         // yet, or a record it ran alone while the store was down.
         if let held = heldOutcome(
@@ -209,7 +226,10 @@ extension PluginLane {
         let owner = owner(of: token, shard: shard, binding: binding)
         // A lease granted by this claim runs out at the latest a lease after the claim left.
         let sentAt = shard.clock.now
-        binding.store.claim(key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, on: shard.loop) {
+        binding.store.claim(
+            key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, retention: options.retention,
+            on: shard.loop
+        ) {
             [shard] result in
             shard.lane(index, as: Plugin.self)?.claimAnswered(
                 request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
@@ -247,6 +267,7 @@ extension PluginLane {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
         let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now) }
+        if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.clock.now) }
         if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
             // This process holds the record now (its own claim landed meanwhile): answer from it.
             if case .success(.claimed(let lease)) = result {
@@ -333,7 +354,7 @@ extension PluginLane {
         case .failure:
             // The claim may have landed before the store failed: give it back, by owner.
             let owner = owner(of: token, shard: shard, binding: binding)
-            releaseRecord(key, lease: StoreLease(owner: owner, fence: 0), attempt: 0, shard: shard)
+            releaseRecord(key, lease: StoreLease(owner: owner, fence: FencingToken(value: 0)), attempt: 0, shard: shard)
             guard let completion = takePending(token, shard: shard) else {
                 refundQuota()
                 return
@@ -350,6 +371,48 @@ extension PluginLane {
             if let outcome = submitIdempotent(request, token: token, later: { local }, shard: shard) {
                 deliver(local, outcome)
             }
+        }
+    }
+
+    // MARK: - Waiting for another owner's result
+
+    /// Whether the callers of execution `token`, which ended with `result`, must wait for the
+    /// record's result rather than hear how it ended: it held a shared lease and ended without
+    /// committing because another owner may hold the record now (its guard found the lease
+    /// unsafe or lost, its downstream refused its fence as stale, or it was cancelled when the
+    /// store said its lease was lost).
+    @usableFromInline
+    func awaitsRecord(_ token: EventToken, result: Result<Output, any Error>, reason: CancellationReason?) -> Bool {
+        guard let binding = shared, binding.leases[token] != nil, case .failure(let error) = result else { return false }
+        if let refusal = error as? CommitRefusal { return reason == nil && refusal.mayHaveAnotherOwner }
+        return reason == .evicted && binding.lost.contains(token)
+    }
+
+    /// The callers of `execution` wait for its record as duplicates in join mode do: each is a
+    /// pending request again (in its own scope entry) that asks the store for the record, and
+    /// is answered with its result once stored, `conflict` if it still runs a lease from now,
+    /// or runs it if the record turns out free (nothing was committed). A caller whose
+    /// completion is not known yet (the effect ended before `submit` returned) is answered
+    /// `unavailable`.
+    @usableFromInline
+    func awaitRecord(of execution: Execution, shard: GateShard) {
+        guard let binding = shared, let options = binding.idempotency else { return }
+        var identity = handle.plugin.identity(for: execution.input)
+        identity.concurrent = .join
+        let deadline = shard.clock.now + options.lease
+        // The callers' own scope entries stay registered while they wait; a caller that wins
+        // the record runs it under the root scope, as the key's executions live.
+        let request = GateRequest(
+            plugin: handle, input: execution.input, key: execution.key, effectID: execution.effectID,
+            scope: GateScope(id: 0, parent: nil), loop: shard.loop, shardIndex: shard.index)
+        for waiter in [execution.leader] + execution.joiners {
+            guard let entry = waiters[waiter] else { continue }
+            guard let completion = entry.completion else {
+                answer(waiter, with: .unavailable, shard: shard)
+                continue
+            }
+            waiters.set(Waiter(execution: Self.pendingDecision, completion: completion, source: .executed), for: waiter)
+            claim(request, token: waiter, identity: identity, attempt: 1, deadline: deadline, shard: shard, binding: binding)
         }
     }
 

@@ -157,13 +157,17 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// The execution that ended while `launch` was starting its task, if any.
     @usableFromInline @exclusivity(unchecked) var endedSynchronously: EventToken?
 
-    init(handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore) throws(SluiceError) {
+    init(
+        handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore,
+        epochWatch: StoreEpochWatch
+    ) throws(SluiceError) {
         self.handle = handle
         self.tallyBudget = tallyBudget
         self.evictionMetric = Counter(label: "sluice_evictions_total", dimensions: [("plugin", handle.plugin.name)])
         self.metrics = OutcomeMetrics(plugin: handle.plugin.name)
         self.shared = store.shared.map {
-            SharedLaneState(store: store, shared: $0, policy: handle.plugin.policy, plugin: handle.plugin.name)
+            SharedLaneState(
+                store: store, shared: $0, policy: handle.plugin.policy, plugin: handle.plugin.name, epochWatch: epochWatch)
         }
         var cancelInFlight = false
         switch try store.localPolicy(for: handle.plugin.policy) {
@@ -532,8 +536,14 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             answer(execution.leader, with: outcome(result, reason: reason, source: .executed, execution), shard: shard)
         case .idempotent:
             shard.finishEntry(token)
+            // Read before the lease is forgotten.
+            let awaitsRecord = shared != nil && awaitsRecord(token, result: result, reason: reason)
             if !finishShared(token, result: result, execution: execution, shard: shard) {
                 store(result, of: execution, token: token, now: shard.clock.now)
+            }
+            if awaitsRecord {
+                awaitRecord(of: execution, shard: shard)
+                return
             }
             answer(execution.leader, with: outcome(result, reason: reason, source: .executed, execution), shard: shard)
             let shared = outcome(result, reason: reason, source: .joined, execution)
@@ -778,16 +788,27 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     /// The commit guard (see ``EffectContext/commit()``).
     @usableFromInline
-    func commit(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
+    func commit(_ token: EventToken, shard: GateShard) -> Result<EffectRecord?, CommitRefusal> {
         guard let execution = executions[token] else {
-            return CommitRefusal(code: .notRunning, message: "the effect is not running under the gate", value: "\(token.rawValue)")
+            return .failure(
+                CommitRefusal(code: .notRunning, message: "the effect is not running under the gate", value: "\(token.rawValue)"))
         }
         if let reason = execution.cancellationReason {
-            return CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)")
+            return .failure(
+                CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)"))
         }
-        if let refusal = sharedLeaseRefusal(token, shard: shard) { return refusal }
+        if let refusal = sharedLeaseRefusal(token, shard: shard) { return .failure(refusal) }
         executions.update(token) { $0.committed = true }
-        return nil
+        return .success(record(of: token, shard: shard))
+    }
+
+    /// The record of an idempotent execution and the fence it holds: its shared lease's, or
+    /// for a record in this process's table, one made from its token (``LocalFence``).
+    @usableFromInline
+    func record(of token: EventToken, shard: GateShard) -> EffectRecord? {
+        guard let execution = executions[token], execution.kind == .idempotent else { return nil }
+        let fence = shared?.leases[token]?.fence ?? LocalFence.of(token)
+        return EffectRecord(plugin: handle.plugin.name, key: execution.key, record: execution.record, fence: fence)
     }
 
     @inlinable

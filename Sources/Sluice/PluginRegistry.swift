@@ -132,8 +132,9 @@ struct RegisteredPlugin: Sendable {
     let policy: GatePolicy
     let budget: MemoryBudget
     let tallyBudget: MemoryBudget
-    /// Makes the plugin's state for one shard.
-    let makeLane: @Sendable (_ shardCount: Int) throws(SluiceError) -> any GateLane
+    /// Makes the plugin's state for one shard, with the watch over its store's epochs that all
+    /// its shards share.
+    let makeLane: @Sendable (_ shardCount: Int, _ epochWatch: StoreEpochWatch) throws(SluiceError) -> any GateLane
 
     init<Plugin: GatePlugin>(
         handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore
@@ -142,10 +143,12 @@ struct RegisteredPlugin: Sendable {
         self.policy = handle.plugin.policy
         self.budget = budget
         self.tallyBudget = tallyBudget
-        self.makeLane = { (shardCount: Int) throws(SluiceError) -> any GateLane in
+        // One watch over the store's epochs for all the plugin's shards (made again for each
+        // gate made from the registry).
+        self.makeLane = { (shardCount: Int, epochWatch: StoreEpochWatch) throws(SluiceError) -> any GateLane in
             try PluginLane(
                 handle: handle, budget: budget.divided(by: shardCount), tallyBudget: tallyBudget.divided(by: shardCount),
-                store: store)
+                store: store, epochWatch: epochWatch)
         }
     }
 }

@@ -9,7 +9,7 @@ import SluiceCore
 ///
 /// Used on the loop of the shard that holds the lane, like the lane itself.
 @usableFromInline
-final class SharedLaneState<Output> {
+final class SharedLaneState<Output: Sendable> {
     /// An execution of this process holding a record, or its result still being written.
     struct Flight {
         let token: EventToken
@@ -51,13 +51,20 @@ final class SharedLaneState<Output> {
     var leaseDeadlines: [EventToken: Instant] = [:]
     /// Record releases sent and not yet answered (or given up).
     var pendingReleases = 0
+    /// The plugin's watch over the store's epochs (shared by its shards).
+    let epochWatch: StoreEpochWatch
+    /// The episodes of data loss this lane has marked its answers for.
+    var seenEpisodes = 0
+    /// Until when this lane's answers say the store lost its data lately.
+    var degradedUntil: Instant?
 
     /// Results not written yet that one lane holds at most; past it, new claims are refused
     /// (`unavailable`) until the store takes them.
     static var maximumUnwritten: Int { 4_096 }
 
-    init(store: PluginStore, shared: any SharedStore, policy: GatePolicy, plugin: String) {
+    init(store: PluginStore, shared: any SharedStore, policy: GatePolicy, plugin: String, epochWatch: StoreEpochWatch) {
         self.store = shared
+        self.epochWatch = epochWatch
         self.failureMode = store.whenUnavailable
         self.policy = policy
         self.instance = String(UInt64.random(in: 1...UInt64.max), radix: 36)
@@ -77,5 +84,32 @@ final class SharedLaneState<Output> {
 
     func countFallback() {
         fallbacks[failureMode]?.increment()
+    }
+
+    /// Notes the epoch of a fence the store granted: a new one means the store lost its data.
+    func observe(epoch: UInt64, now: Instant) {
+        _ = epochWatch.observe(epoch, store: store.address)
+        noteEpisodes(now: now)
+    }
+
+    /// Starts a retention of marked answers when an episode this lane has not marked for was
+    /// seen (by any shard).
+    func noteEpisodes(now: Instant) {
+        let episodes = epochWatch.episodes
+        guard episodes > seenEpisodes, let retention = idempotency?.retention else { return }
+        seenEpisodes = episodes
+        degradedUntil = now + retention
+    }
+
+    /// `outcome`, marked ``RunInfo/Guarantee/storeDataLost`` within a retention of the store's
+    /// last loss of its data.
+    func marked(_ outcome: GateOutcome<Output>, now: Instant) -> GateOutcome<Output> {
+        noteEpisodes(now: now)
+        guard let until = degradedUntil else { return outcome }
+        guard now < until else {
+            degradedUntil = nil
+            return outcome
+        }
+        return outcome.markedStoreDataLost
     }
 }

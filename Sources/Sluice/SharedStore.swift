@@ -13,12 +13,17 @@ import SluiceLibevent
 /// ``StoreError`` rather than guess: the plugin's ``StoreFailureMode`` decides what then
 /// happens.
 ///
-/// Idempotency records follow a lease protocol: ``claim(_:fingerprint:owner:lease:on:_:)``
+/// Idempotency records follow a lease protocol: ``claim(_:fingerprint:owner:lease:retention:on:_:)``
 /// opens a record for one owner and returns a ``StoreLease`` with a fencing token; the owner
 /// renews it while its effect runs; ``complete(_:lease:fingerprint:result:retention:on:_:)`` and
 /// ``release(_:lease:on:_:)`` are accepted only with the current lease, so a stale owner (one
 /// whose lease ran out and was taken over) can neither overwrite nor delete the record. The
 /// fingerprint is kept with the result.
+///
+/// Fencing tokens grow with every claim of a record for as long as its records are kept
+/// (`retention`), and across a loss of the store's data: a store that can lose its data (a
+/// restart without persistence) starts a new *epoch* when it comes back empty, the tokens' high
+/// part (``FencingToken/epoch``). A lease of an earlier epoch is never current again.
 public protocol SharedStore: Sendable {
     /// A leading-only throttle: `nil` when the request may run (its window starts now), else how
     /// long until the key may run again.
@@ -34,9 +39,11 @@ public protocol SharedStore: Sendable {
 
     /// Claims the record for `owner` (unique to this execution, across processes) unless it is
     /// held, completed or used with another fingerprint. A record whose lease ran out is
-    /// claimed again, with a greater fencing token.
+    /// claimed again, with a greater fencing token. `retention` is how long a completed record
+    /// is kept: the record's claims are counted at least that long, so that a later claim's
+    /// fence is still greater than every earlier one's.
     func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void)
 
     /// Extends a running owner's lease to `duration` from now. A lease that ran out is still
@@ -61,6 +68,13 @@ public protocol SharedStore: Sendable {
     func release(
         _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
+
+    /// Where the store is, for log lines (a Redis server's address); the type's name by default.
+    var address: String { get }
+}
+
+extension SharedStore {
+    public var address: String { "\(Self.self)" }
 }
 
 /// A plugin's key in a shared store: the plugin's name and the full key (or idempotency record),
@@ -84,11 +98,12 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
 public struct StoreLease: Sendable, Hashable {
     /// Who holds it: unique to one execution across processes.
     public let owner: String
-    /// The fencing token: greater for every later claim of the same record.
-    public let fence: Int
+    /// The fencing token: greater for every later claim of the same record, across a loss of
+    /// the store's data too (its epoch, the high part, is then greater).
+    public let fence: FencingToken
 
     /// A lease of `owner` with fencing token `fence`.
-    public init(owner: String, fence: Int) {
+    public init(owner: String, fence: FencingToken) {
         self.owner = owner
         self.fence = fence
     }

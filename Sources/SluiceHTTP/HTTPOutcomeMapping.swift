@@ -91,10 +91,16 @@ public enum HTTPOutcomeMapping {
     }
 
     /// Marks an answer replayed from an idempotency record (or shared by a duplicate that joined
-    /// the running first request): `Idempotent-Replayed: true`; and one decided by this instance
-    /// alone while its shared store was unavailable: `Sluice-Guarantee: local`.
+    /// the running first request): `Idempotent-Replayed: true`; one decided by this instance
+    /// alone while its shared store was unavailable: `Sluice-Guarantee: local`; and one given
+    /// less than a retention after the shared store lost its data:
+    /// `Sluice-Guarantee: store-data-lost`.
     public static func markReplayed(_ answer: inout HTTPAnswer, _ info: RunInfo) {
         if info.source != .executed { answer.fields[.idempotentReplayed] = "true" }
-        if info.guarantee == .local { answer.fields[.sluiceGuarantee] = "local" }
+        switch info.guarantee {
+        case .store: break
+        case .local: answer.fields[.sluiceGuarantee] = "local"
+        case .storeDataLost: answer.fields[.sluiceGuarantee] = "store-data-lost"
+        }
     }
 }

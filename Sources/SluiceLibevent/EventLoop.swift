@@ -172,6 +172,12 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         Instant(nanoseconds: sluice_monotonic_nanoseconds())
     }
 
+    /// The wall clock's current millisecond since the Unix epoch (any thread). Never for
+    /// durations (it jumps); for numbers that should grow from one run of a process to the next.
+    public static func wallClockMilliseconds() -> Int64 {
+        sluice_wall_clock_milliseconds()
+    }
+
     // MARK: - Executors
 
     /// Runs `job` on the loop thread. After the loop has stopped, a job still arriving (a task

@@ -11,7 +11,10 @@ import Synchronization
 /// One connection per loop of the group (hiredis's libevent adapter on that loop's
 /// `event_base`: no thread of its own, no hop); every decision is one `EVALSHA` of a Lua script
 /// that reads Redis's clock (`TIME`). Keys are `<prefix>:{<plugin>:<key>}:<kind>`: the hash tag
-/// keeps a record and its fence counter in one Redis Cluster slot. Every key has a TTL.
+/// keeps a record and its fence counter in one slot. Every key has a TTL but the epoch marker
+/// (`<prefix>:epoch`), which tells the instances that Redis came back without its data: the
+/// fencing tokens it grants then start a new epoch, greater than every earlier token, and the
+/// plugins whose records it held say so in their answers for one retention.
 ///
 /// When Redis is unreachable or slower than `timeout`, calls fail at once with `StoreError`
 /// and the plugin's `StoreFailureMode` decides; the connections reconnect by themselves, so
@@ -75,6 +78,9 @@ public final class RedisStore: SharedStore {
         }
     }
 
+    /// The server and database, as a `redis://` URL.
+    public var address: String { endpoint.description }
+
     /// Whether the connection of `loop` is usable now (read on that loop).
     public func isConnected(on loop: EventLoop) -> Bool {
         connections[ObjectIdentifier(loop)]?.isConnected ?? false
@@ -92,6 +98,12 @@ public final class RedisStore: SharedStore {
         bytes.append(contentsOf: kind.utf8)
         return bytes
     }
+
+    /// The store's epoch marker, `<prefix>:epoch`: written with Redis's clock at first use and
+    /// never expiring, so that a Redis that lost its data writes it again, later (see
+    /// ``FencingToken``). The idempotency scripts read it with the record's keys, so records
+    /// need a single Redis server (not a cluster, whose scripts must keep to one slot).
+    var epochKey: [UInt8] { Array("\(prefix):epoch".utf8) }
 
     private static func argument(_ value: some BinaryInteger) -> [UInt8] { Array(String(value).utf8) }
 
@@ -197,23 +209,26 @@ public final class RedisStore: SharedStore {
     }
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, on loop: EventLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
-        // The fence counter outlives its record's lease (a late owner's completion checks it);
-        // every renewal extends it too. Once it expires, fences start again at 1: safe, as a
-        // lease also names its owner, and owners are unique.
-        let counterTTL = Self.milliseconds(lease) * 4
+        // The fence counter outlives its record's lease (a late owner's completion checks it)
+        // and the record's retention (a later claim's fence must be greater than every fence a
+        // downstream may have seen for the record): renewals and the completion extend it.
+        let counterTTL = max(Self.milliseconds(lease) * 4, Self.milliseconds(retention) + Self.milliseconds(lease))
         run(
-            RedisStoreScripts.claim, keys: [self.key(record, "r"), self.key(record, "f")],
+            RedisStoreScripts.claim, keys: [self.key(record, "r"), self.key(record, "f"), epochKey],
             arguments: [
                 Array(fingerprint.utf8), Array(owner.utf8), Self.argument(Self.milliseconds(lease)), Self.argument(counterTTL),
             ], on: loop, completion
         ) { reply in
             guard let fields = reply.array, let kind = fields.first?.text else { return nil }
             switch (kind, fields.count) {
-            case ("claimed", 2):
-                return fields[1].int.map { .claimed(StoreLease(owner: owner, fence: $0)) }
+            case ("claimed", 3):
+                guard let counter = fields[1].int.flatMap(UInt32.init(exactly:)), counter <= FencingToken.maximumCounter,
+                    let epoch = fields[2].text.flatMap(UInt64.init), epoch < 1 << 42
+                else { return nil }
+                return .claimed(StoreLease(owner: owner, fence: FencingToken(epoch: epoch, counter: counter)))
             case ("running", 1):
                 return .running
             case ("completed", 2):
@@ -231,10 +246,10 @@ public final class RedisStore: SharedStore {
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
-            RedisStoreScripts.renew, keys: [key(record, "r"), key(record, "f")],
+            RedisStoreScripts.renew, keys: [key(record, "r"), key(record, "f"), epochKey],
             arguments: [
-                Array(lease.owner.utf8), Self.argument(lease.fence), Self.argument(Self.milliseconds(duration)),
-                Array(fingerprint.utf8),
+                Array(lease.owner.utf8), Self.argument(lease.fence.counter), Self.argument(Self.milliseconds(duration)),
+                Array(fingerprint.utf8), Self.argument(lease.fence.epoch),
             ], on: loop, completion
         ) { $0.int.map { $0 == 1 } }
     }
@@ -244,10 +259,10 @@ public final class RedisStore: SharedStore {
         on loop: EventLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
-            RedisStoreScripts.complete, keys: [key(record, "r"), key(record, "f")],
+            RedisStoreScripts.complete, keys: [key(record, "r"), key(record, "f"), epochKey],
             arguments: [
-                Array(lease.owner.utf8), Self.argument(lease.fence), result, Self.argument(Self.milliseconds(retention)),
-                Array(fingerprint.utf8),
+                Array(lease.owner.utf8), Self.argument(lease.fence.counter), result,
+                Self.argument(Self.milliseconds(retention)), Array(fingerprint.utf8), Self.argument(lease.fence.epoch),
             ], on: loop, completion
         ) { $0.int.map { $0 == 1 } }
     }
@@ -257,8 +272,10 @@ public final class RedisStore: SharedStore {
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
-            RedisStoreScripts.release, keys: [key(record, "r")],
-            arguments: [Array(lease.owner.utf8), Self.argument(lease.fence)], on: loop, completion
+            RedisStoreScripts.release, keys: [key(record, "r"), epochKey],
+            arguments: [
+                Array(lease.owner.utf8), Self.argument(lease.fence.counter), Self.argument(lease.fence.epoch),
+            ], on: loop, completion
         ) { $0.int.map { $0 == 1 } }
     }
 }

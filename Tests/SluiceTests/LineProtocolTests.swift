@@ -208,7 +208,7 @@ func replies(_ client: LineClient, _ count: Int) async throws -> [String: String
             let retry = try await client.readLine()
             #expect(retry.hasPrefix("4 OK charge=") && !retry.hasSuffix("replayed=true"))
             try client.send("5 STATS\n")
-            #expect(try await client.readLine().hasPrefix("5 OK taps=0 payments=1 declines=0 searches=0 cancelled=1 "))
+            #expect(try await client.readLine().hasPrefix("5 OK taps=0 payments=1 declines=0 returned=0 stale=0 searches=0 cancelled=1 "))
         }
     }
 
@@ -297,7 +297,7 @@ func replies(_ client: LineClient, _ count: Int) async throws -> [String: String
             _ = try await second.readLine()
             try client.send("1 TAP a\n2 TAP b\n3 STATS\n")
             let byID = try await replies(client, 3)
-            #expect(byID["3"] == "3 OK taps=2 payments=0 declines=0 searches=0 cancelled=0 evicted=0 keys=2 connections=2")
+            #expect(byID["3"] == "3 OK taps=2 payments=0 declines=0 returned=0 stale=0 searches=0 cancelled=0 evicted=0 keys=2 connections=2")
         }
     }
 

@@ -102,7 +102,7 @@ import Testing
         #expect(await client.waitForReply(to: "1") == "1 CANCELLED")
         #expect(await client.waitForReply(to: "2") == "2 CANCELLED")
         await harness.advance(by: .milliseconds(50))
-        #expect(await client.request("4 STATS")?.hasPrefix("4 OK payments=0 declines=0 cancelled=1 ") == true)
+        #expect(await client.request("4 STATS")?.hasPrefix("4 OK payments=0 declines=0 returned=0 stale=0 cancelled=1 ") == true)
         // Released: a retry runs anew (not a replay).
         await client.send("5 PAY u i 500")
         await harness.advance(by: .milliseconds(20))

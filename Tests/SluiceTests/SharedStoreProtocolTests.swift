@@ -87,8 +87,12 @@ struct SharedStoreProtocolTests {
             }
         }
 
-        func claim(_ key: StoreKey, _ fingerprint: String, owner: String, lease: Duration) async -> Result<StoreClaim, StoreError> {
-            await call { loop, done in self.store.claim(key, fingerprint: fingerprint, owner: owner, lease: lease, on: loop, done) }
+        func claim(
+            _ key: StoreKey, _ fingerprint: String, owner: String, lease: Duration, retention: Duration = .seconds(60)
+        ) async -> Result<StoreClaim, StoreError> {
+            await call { loop, done in
+                self.store.claim(key, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: loop, done)
+            }
         }
 
         func complete(_ key: StoreKey, _ lease: StoreLease, _ fingerprint: String, _ result: String, retention: Duration) async -> Result<Bool, StoreError> {

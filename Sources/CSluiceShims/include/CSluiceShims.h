@@ -28,6 +28,9 @@ void sluice_block_sigpipe_on_current_thread(void);
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t sluice_monotonic_nanoseconds(void);
 
+/// CLOCK_REALTIME in whole milliseconds since the Unix epoch.
+int64_t sluice_wall_clock_milliseconds(void);
+
 /// CPU time (user + system) this process has used, in nanoseconds.
 int64_t sluice_process_cpu_nanoseconds(void);
 

@@ -94,7 +94,7 @@ public struct PayHTTPCodec: HTTPCodec {
         guard case .ran(let payment, let info) = outcome else { return HTTPOutcomeMapping.answer(for: outcome) }
         var answer: HTTPAnswer
         switch payment {
-        case .charged(let charge):
+        case .charged(let charge), .alreadyCharged(let charge):
             var json = JSONText()
             json.member("charge", charge)
             json.member("amount", input.amount)
@@ -105,6 +105,8 @@ public struct PayHTTPCodec: HTTPCodec {
                 extensions: ["reason": reason]).answer
         }
         HTTPOutcomeMapping.markReplayed(&answer, info)
+        // The processor returned a charge it had made for this record: a replay too.
+        if payment.isAlreadyCharged { answer.fields[.idempotentReplayed] = "true" }
         return answer
     }
 }

@@ -3,7 +3,9 @@ import SluicePayment
 
 /// `PAY <key> <idem> <amount>` → `OK charge=<cid>` · `DECLINED reason=<r>` · either with
 /// ` replayed=true` (a duplicate: joined while it ran, or replayed after) and
-/// ` guarantee=local` (decided by this instance alone: its shared store did not answer) ·
+/// ` guarantee=local` (decided by this instance alone: its shared store did not answer) or
+/// ` guarantee=store-data-lost` (the shared store lost its data less than a retention ago: a
+/// payment completed before may have been charged again when retried) ·
 /// `MISMATCH` · `CANCELLED` · `ERR conflict` (a duplicate while it runs, when duplicates are
 /// refused) · `ERR busy` · `ERR unavailable` (the shared store did not answer); `ERR bad-amount`
 /// for an amount that is not an integer 1…999,999,999.
@@ -31,14 +33,18 @@ public struct PayLineCodec: LineCodec {
 
     public func encode(_ output: PaymentOutcome, _ info: RunInfo, into reply: inout LineReply) {
         switch output {
-        case .charged(let id):
+        case .charged(let id), .alreadyCharged(let id):
             reply.append("OK charge=")
             reply.append(id)
         case .declined(let reason):
             reply.append("DECLINED reason=")
             reply.append(reason)
         }
-        if info.source != .executed { reply.append(" replayed=true") }
-        if info.guarantee == .local { reply.append(" guarantee=local") }
+        // A charge the processor had made for this record before is a replay too.
+        if info.source != .executed || output.isAlreadyCharged { reply.append(" replayed=true") }
+        if let guarantee = LineGuarantee.word(for: info.guarantee) {
+            reply.append(" guarantee=")
+            reply.append(guarantee)
+        }
     }
 }
