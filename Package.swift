@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "SluiceRateLimit", targets: ["SluiceRateLimit"]),
         .library(name: "SluicePage", targets: ["SluicePage"]),
         .library(name: "SluiceRedis", targets: ["SluiceRedis"]),
+        .library(name: "SluicePaymentRedisLedger", targets: ["SluicePaymentRedisLedger"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
         .executable(name: "sluice-load", targets: ["SluiceLoad"]),
         .executable(name: "sluice-embedding", targets: ["SluiceEmbedding"]),
@@ -117,6 +118,10 @@ let package = Package(
         .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
         .target(name: "SluiceRateLimit", dependencies: ["Sluice"], path: "Plugins/RateLimit", exclude: ["README.md"]),
         .target(name: "SluicePage", dependencies: ["Sluice"], path: "Plugins/Page", exclude: ["README.md"]),
+        .target(
+            name: "SluicePaymentRedisLedger",
+            dependencies: ["Sluice", "SluicePayment", "SluiceRedis", .product(name: "Logging", package: "swift-log")],
+            path: "Plugins/PaymentRedisLedger", exclude: ["README.md"]),
 
         // MARK: Fronts
         .target(
@@ -157,7 +162,7 @@ let package = Package(
             name: "SluiceEcho",
             dependencies: [
                 "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
-                "SluiceRateLimit", "SluicePage", "SluiceRedis",
+                "SluiceRateLimit", "SluicePage", "SluiceRedis", "SluicePaymentRedisLedger",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -239,7 +244,7 @@ let package = Package(
             dependencies: [
                 "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
                 "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
-                "SluiceRedis",
+                "SluiceRedis", "SluicePaymentRedisLedger",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]

@@ -10,6 +10,7 @@ import SluiceLineProtocol
 import SluicePage
 import SluicePayment
 import SluiceRateLimit
+import SluicePaymentRedisLedger
 import SluiceRedis
 import SluiceSearch
 import UnixSignals

@@ -42,6 +42,8 @@ public final class Gate: Service, Sendable {
     @usableFromInline let shards: [GateShard]
     let plugins: [RegisteredPlugin]
     @usableFromInline let registry: RegistryIdentity
+    /// How many plugins the gate runs (a handle's index must be below it).
+    @usableFromInline let pluginCount: Int
     private let counters = GateCounters()
     @usableFromInline let lifecycle = Atomic<UInt8>(Lifecycle.running)
     private let shutdownBegun = Atomic<Bool>(false)
@@ -76,6 +78,8 @@ public final class Gate: Service, Sendable {
         self.options = options
         self.plugins = plugins.plugins
         self.registry = plugins.identity
+        self.pluginCount = plugins.plugins.count
+        plugins.identity.markInUse()
         self.logger = logger
         self.rootScope = GateScope(id: 0, parent: nil)
         let counters = self.counters
@@ -126,12 +130,16 @@ public final class Gate: Service, Sendable {
     ///   - input: the plugin's input.
     ///   - id: the effect ID it runs under; the plugin's name when `nil`.
     ///   - scope: the scope its caller waits in; the root when `nil`.
-    /// - Precondition: `plugin` was registered in the registry this gate was made from.
+    /// - Precondition: `plugin` was registered in the registry this gate was made from, before
+    ///   the gate was made.
     @inlinable
     public func request<Plugin: GatePlugin>(
         _ plugin: PluginHandle<Plugin>, _ input: Plugin.Input, id: EffectID? = nil, in scope: GateScope? = nil
     ) -> GateRequest<Plugin> {
         precondition(plugin.registry === registry, "the plugin handle comes from another registry than this gate's")
+        precondition(
+            plugin.index < pluginCount,
+            "the plugin '\(plugin.name)' was registered after this gate was made: register every plugin before making the gate")
         let key = plugin.plugin.key(for: input)
         let shard = shardIndex(forKey: key)
         return GateRequest(

@@ -14,6 +14,9 @@ public struct GateError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidConfiguration = Code(name: "invalidConfiguration")
         /// A plugin handle from another registry was used with this gate.
         public static let foreignPlugin = Code(name: "foreignPlugin")
+        /// A plugin was registered after a gate was made from its registry: the gate would not
+        /// know it.
+        public static let registryInUse = Code(name: "registryInUse")
         public var description: String { name }
     }
 

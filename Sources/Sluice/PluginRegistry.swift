@@ -1,4 +1,5 @@
 import SluiceCore
+import Synchronization
 
 /// The plugins a ``Gate`` runs, in registration order.
 ///
@@ -28,8 +29,9 @@ public struct PluginRegistry: Sendable {
     ///     ``SharedStore`` several instances share (see ``PluginStore``).
     /// - Returns: the handle to submit requests with.
     /// - Throws: ``GateError`` with code `.duplicatePlugin` when the name is taken,
-    ///   `.invalidPlugin` for an empty or malformed name, or `.invalidConfiguration` when a
-    ///   shared store cannot hold the plugin's policy (see ``PluginStore``).
+    ///   `.invalidPlugin` for an empty or malformed name, `.invalidConfiguration` when a
+    ///   shared store cannot hold the plugin's policy (see ``PluginStore``), or `.registryInUse`
+    ///   once a gate was made from the registry (it would not know the plugin).
     @discardableResult
     public mutating func register<Plugin: GatePlugin>(
         _ plugin: Plugin,
@@ -38,6 +40,12 @@ public struct PluginRegistry: Sendable {
         store: PluginStore = .memory
     ) throws(GateError) -> PluginHandle<Plugin> {
         let name = plugin.name
+        if identity.isInUse {
+            throw GateError(
+                code: .registryInUse,
+                message: "a gate was made from this registry already and would not know the plugin: register every plugin before making the gate",
+                value: name)
+        }
         guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw GateError(code: .invalidPlugin, message: "a plugin name is 1 to 64 visible ASCII characters", value: name)
         }
@@ -122,9 +130,20 @@ final class PluginHandleStorage<Plugin: GatePlugin>: Sendable {
     }
 }
 
-/// Tells registries apart, so a handle from one cannot be used with a gate built from another.
+/// Tells registries apart, so a handle from one cannot be used with a gate built from another,
+/// and remembers that a gate was made from its registry (which then takes no more plugins).
 @usableFromInline
-final class RegistryIdentity: Sendable {}
+final class RegistryIdentity: Sendable {
+    private let inUse = Atomic<Bool>(false)
+
+    /// Whether a gate was made from the registry.
+    var isInUse: Bool { inUse.load(ordering: .acquiring) }
+
+    /// A gate is made from the registry.
+    func markInUse() {
+        inUse.store(true, ordering: .releasing)
+    }
+}
 
 /// A plugin with its types erased, as the gate stores it.
 struct RegisteredPlugin: Sendable {

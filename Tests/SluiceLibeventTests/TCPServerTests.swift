@@ -219,6 +219,51 @@ private func withEchoServer(
         }
     }
 
+    /// A forgotten server on the port is an error, not a silent second instance; two servers
+    /// that both ask to share the port share it; one that does not cannot join them.
+    @Test func aPortAnotherSocketServesIsRefusedUnlessBothShareIt() async throws {
+        let group = try EventLoopGroup(loopCount: 2, namePrefix: "port-test")
+        defer { group.shutdownGracefully() }
+        let observations = Observations()
+        let first = try await TCPServer.bind(group: group, configuration: .init(port: 0)) { _ in
+            TestEchoHandler(observations: observations)
+        }
+        for reusePort in [false, true] {
+            do {
+                _ = try await TCPServer.bind(group: group, configuration: .init(port: first.port, reusePort: reusePort)) { _ in
+                    TestEchoHandler(observations: observations)
+                }
+                Issue.record("a second server bound a port the first serves (reusePort: \(reusePort))")
+            } catch let error as EventLoopError {
+                #expect(error.code == .bindFailed)
+                #expect(error.message.contains("port \(first.port) is already served by another socket"), "\(error)")
+            }
+        }
+        // Its two loops share its one socket: every connection is served.
+        let clients = try (0..<8).map { _ in try LineClient(port: first.port) }
+        for (index, client) in clients.enumerated() { try client.send("c\(index)\n") }
+        for (index, client) in clients.enumerated() { #expect(try await client.readLines(1) == ["c\(index)"]) }
+        await first.stopAccepting()
+
+        let sharedA = try await TCPServer.bind(group: group, configuration: .init(port: 0, reusePort: true)) { _ in
+            TestEchoHandler(observations: observations)
+        }
+        let sharedB = try await TCPServer.bind(group: group, configuration: .init(port: sharedA.port, reusePort: true)) { _ in
+            TestEchoHandler(observations: observations)
+        }
+        #expect(sharedB.port == sharedA.port)
+        await #expect(throws: EventLoopError.self) {
+            _ = try await TCPServer.bind(group: group, configuration: .init(port: sharedA.port)) { _ in
+                TestEchoHandler(observations: observations)
+            }
+        }
+        let client = try LineClient(port: sharedA.port)
+        try client.send("shared\n")
+        #expect(try await client.readLines(1) == ["shared"])
+        await sharedA.stopAccepting()
+        await sharedB.stopAccepting()
+    }
+
     @Test func badConfigurationAndAddressesAreRefused() async throws {
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdownGracefully() }

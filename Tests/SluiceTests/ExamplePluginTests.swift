@@ -174,4 +174,20 @@ struct LeakyLineCodec: LineCodec {
         }
         #expect(throws: GateError.self) { try plugins.register(ProbePlugin("", policy: .unrestricted, immediate)) }
     }
+
+    /// A plugin registered after the gate was made would be unknown to it: the registry says so
+    /// at once, rather than the gate answering `busy` to every request.
+    @Test func registeringAfterTheGateWasMadeIsAnError() throws {
+        var plugins = PluginRegistry()
+        _ = try plugins.register(ProbePlugin("first", policy: .unrestricted, immediate))
+        let harness = try GateHarness(plugins: plugins)
+        defer { harness.shutdown() }
+        do {
+            _ = try plugins.register(ProbePlugin("late", policy: .unrestricted, immediate))
+            Issue.record("a plugin registered after the gate was made was accepted")
+        } catch {
+            #expect(error.code == .registryInUse)
+            #expect(error.value == "late")
+        }
+    }
 }

@@ -230,6 +230,59 @@ struct SharedStoreProtocolTests {
         }
     }
 
+    /// A store that lost its data (the memory store's `loseData()`, Redis's `FLUSHALL`) starts
+    /// a new epoch: a record claimed again gets a greater fence, in a greater epoch, than every
+    /// claim before; a lease of the earlier epoch can neither renew, complete nor release.
+    @Test(arguments: Kind.allCases) func aStoreThatLostItsDataGrantsGreaterFences(kind: Kind) async throws {
+        let fixture = try await Fixture(kind)
+        defer { fixture.shutdown() }
+        let running = StoreKey(plugin: "pay", key: "lost-running")
+        let done = StoreKey(plugin: "pay", key: "lost-done")
+        guard case .success(.claimed(let before)) = await fixture.claim(running, "1", owner: "one", lease: .seconds(60)),
+            case .success(.claimed(let doneLease)) = await fixture.claim(done, "1", owner: "one", lease: .seconds(60))
+        else {
+            Issue.record("the first claims should succeed")
+            return
+        }
+        #expect(try await fixture.complete(done, doneLease, "1", "Sok", retention: .seconds(60)).get())
+        switch kind {
+        case .memory: (fixture.store as? MemoryStore)?.loseData()
+        case .redis:
+            // The new marker gets a later millisecond of Redis's clock than the first (a store
+            // losing its data in the very millisecond it was first used would keep its epoch:
+            // the documented limit of an epoch read from a clock).
+            let redis = try #require(fixture.redis)
+            let epoch = try #require(try await redis.command(["GET", "sluice:epoch"]).flatMap { Int($0) })
+            try await pollUntil {
+                let now = try await redis.command([
+                    "EVAL", "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)", "0",
+                ])
+                return (now.flatMap { Int($0) } ?? 0) > epoch
+            }
+            #expect(try await redis.command(["FLUSHALL"]) == "OK")
+        }
+        guard case .success(.claimed(let after)) = await fixture.claim(running, "1", owner: "two", lease: .seconds(60)) else {
+            Issue.record("a record the store lost is claimed again")
+            return
+        }
+        #expect(after.fence > before.fence)
+        #expect(after.fence.epoch > before.fence.epoch)
+        guard case .success(.claimed(let again)) = await fixture.claim(done, "1", owner: "two", lease: .seconds(60)) else {
+            Issue.record("a completed record the store lost is claimed again")
+            return
+        }
+        #expect(again.fence > doneLease.fence)
+        let store = fixture.store
+        #expect(try await fixture.call { loop, done in
+            store.renew(running, lease: before, fingerprint: "1", duration: .seconds(60), on: loop, done)
+        }.get() == false)
+        #expect(try await fixture.complete(running, before, "1", "Sstale", retention: .seconds(60)).get() == false)
+        #expect(try await fixture.call { loop, done in store.release(running, lease: before, on: loop, done) }.get() == false)
+        // The new owner's lease is untouched.
+        #expect(try await fixture.complete(running, after, "1", "Snew", retention: .seconds(60)).get())
+        #expect(try await fixture.claim(running, "1", owner: "three", lease: .seconds(60)).get() == .completed(Array("Snew".utf8)))
+    }
+
     /// `SCRIPT FLUSH` drops the scripts: the next call reloads its script and answers.
     @Test func aScriptFlushIsSurvived() async throws {
         let fixture = try await Fixture(.redis)

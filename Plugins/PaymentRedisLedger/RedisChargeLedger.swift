@@ -4,15 +4,15 @@ import SluiceLibevent
 import SluicePayment
 import SluiceRedis
 
-/// The simulated processor's ledger in a Redis of its own (`--processor-ledger`), apart from the
-/// Sluice store as a payment provider is apart from its clients: every instance charging
+/// The simulated processor's ledger in a Redis of its own (`sluice-echo --processor-ledger`), apart
+/// from the Sluice store as a payment provider is apart from its clients: every instance charging
 /// through it shares one book of charges, kept by record identity with the greatest fence seen.
 ///
 /// One hash per record, `ledger:<plugin>:<record>` (`fence`, `charge`, `amount`), kept for the
 /// payments' retention; one script checks and records in one step. A fence is sent as 20 digits
 /// with leading zeros, so that the script compares fences as text (Lua's numbers are doubles
 /// and would round a 64-bit fence).
-final class RedisChargeLedger: ChargeLedger {
+public final class RedisChargeLedger: ChargeLedger {
     private static let script = """
         local e = redis.call('HMGET', KEYS[1], 'fence', 'charge')
         if e[2] then
@@ -25,13 +25,14 @@ final class RedisChargeLedger: ChargeLedger {
         return {'charged', ARGV[3]}
         """
 
-    let endpoint: RedisEndpoint
+    /// The ledger's Redis server and database.
+    public let endpoint: RedisEndpoint
     private let connections: [ObjectIdentifier: RedisConnection]
     private let retentionMilliseconds: Int64
 
     /// A ledger on `endpoint`, with a connection on each loop of `group`, keeping each charge
     /// `retention`; call ``start()``.
-    init(endpoint: RedisEndpoint, group: EventLoopGroup, retention: Duration, logger: Logger) {
+    public init(endpoint: RedisEndpoint, group: EventLoopGroup, retention: Duration, logger: Logger = Logger(label: "sluice.ledger")) {
         self.endpoint = endpoint
         self.retentionMilliseconds = max(1, retention.nanosecondsClamped / 1_000_000)
         var connections: [ObjectIdentifier: RedisConnection] = [:]
@@ -42,18 +43,19 @@ final class RedisChargeLedger: ChargeLedger {
         self.connections = connections
     }
 
-    func start() {
+    /// Connects every loop's connection (they reconnect by themselves from then on).
+    public func start() {
         for connection in connections.values { connection.start() }
     }
 
     /// Closes every connection on its loop (before the loops stop).
-    func shutdown() async {
+    public func shutdown() async {
         for connection in connections.values {
             await connection.loop.submit { connection.close() }
         }
     }
 
-    func charge(_ call: LedgerCall, on loop: EventLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
+    public func charge(_ call: LedgerCall, on loop: EventLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
         guard let connection = connections[ObjectIdentifier(loop)] ?? connections.values.first else {
             throw ChargeLedgerError(code: .unavailable, message: "no ledger connection", value: call.record)
         }
