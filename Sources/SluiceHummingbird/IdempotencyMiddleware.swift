@@ -19,6 +19,7 @@ import SluiceHTTP
 /// | --- | --- |
 /// | first request | the chain's response, stored whatever its status (an `HTTPResponseError` the chain throws is stored as its response, any other thrown error as a 500 `internal` problem) |
 /// | first request refused by a ``RateLimitMiddleware`` or ``ThrottleMiddleware`` behind it | the refusal, not stored: the record is released and a retry is decided again |
+/// | first request answered with a status of `unstoredStatuses` (400, 401, 403, 404, 405, 406, 411, 413, 414, 415, 422, 428, 429, 431 by default: validation, authentication, limits) | the answer, not stored: the record is released and the corrected retry runs |
 /// | retry, same body | the stored response, `Idempotent-Replayed: true` |
 /// | retry while the first runs | 409 `conflict` with `Retry-After: 1`, or with `.join` the first's response, replayed |
 /// | same key, another method, path, query or body | 422 `mismatch` |
@@ -36,7 +37,9 @@ import SluiceHTTP
 ///
 /// The fingerprint is the method, the full request target (the path and the query, as the client
 /// sent them) and a digest of the body (its length and a 64-bit stable hash: not cryptographic,
-/// and a collision only ever meets the same client's records).
+/// and a collision only ever meets the same client's records). A JSON body counts by its
+/// canonical form (members sorted, no whitespace, strings escaped one way), so the same JSON laid
+/// out otherwise replays; `fingerprint: .exactBytes` counts every body by its bytes.
 ///
 /// Place it before ``RateLimitMiddleware`` so that a replay is answered before the limit is
 /// consulted and spends no quota; a 429 from the limit is not stored.
@@ -95,12 +98,16 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
                 detail: "a request with an Idempotency-Key has a body of at most \(options.requestBodyLimit) bytes").answer.response
         }
         let identity = RequestIdentity(
-            record: Self.record(scope: scope, idem: idem), fingerprint: Self.fingerprint(request, body: body),
-            concurrent: options.concurrent)
+            record: Self.record(scope: scope, idem: idem),
+            fingerprint: Self.fingerprint(request, body: body, mode: options.fingerprint), concurrent: options.concurrent)
         let forwarded = request
         let limit = options.storedBodyLimit
+        let unstored = options.unstoredStatuses
         return await withoutActuallyEscaping(next) { next in
-            let chain = ChainCall(ChainCall.Chain { await Self.respond(next, forwarded, context, storedBodyLimit: limit) })
+            let chain = ChainCall(
+                ChainCall.Chain {
+                    await Self.respond(next, forwarded, context, storedBodyLimit: limit, unstoredStatuses: unstored)
+                })
             let outcome = await gate.submit(rule.handle, IdempotentResponsePlugin.Call(key: scope, identity: identity, chain: chain))
             // `next` may not outlive this call: wait until the chain can no longer run.
             let ran = await chain.settle()
@@ -129,21 +136,40 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         "\(scope.utf8.count):\(scope)\(idem)"
     }
 
-    /// The method, the request target (path and query) and the body's length and stable hash.
-    static func fingerprint(_ request: Request, body: ByteBuffer) -> String {
-        let digest = body.withUnsafeReadableBytes { StableHash.of($0) }
+    /// The method, the request target (path and query) and the body's length and stable hash:
+    /// of its canonical form for a JSON body that has one (`mode` `.canonicalJSON`, marked `j`),
+    /// else of its bytes.
+    static func fingerprint(
+        _ request: Request, body: ByteBuffer, mode: IdempotencyMiddlewareOptions.Fingerprint = .canonicalJSON
+    ) -> String {
+        let bytes = body.withUnsafeReadableBytes { Array($0) }
+        var digested = bytes
+        var kind = ""
+        if mode == .canonicalJSON, isJSON(request.headers[.contentType]), let canonical = CanonicalJSON.canonical(bytes) {
+            digested = canonical
+            kind = "j"
+        }
+        let digest = digested.withUnsafeBytes { StableHash.of($0) }
         // The target holds no space: the body's digest starts after the last one.
-        return "\(request.method.rawValue) \(request.head.path ?? "") \(body.readableBytes):\(String(digest, radix: 16))"
+        return "\(request.method.rawValue) \(request.head.path ?? "") \(kind)\(digested.count):\(String(digest, radix: 16))"
+    }
+
+    /// Whether a `Content-Type` names JSON: `application/json`, or a `+json` suffix.
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let mediaType = contentType.prefix { $0 != ";" }.filter { $0 != " " && $0 != "\t" }.lowercased()
+        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
     }
 
     /// Runs the rest of the chain and keeps its response, whatever happens once it has started:
     /// an `HTTPResponseError` it throws is rendered and kept like a response, any other error
     /// (the route's, a `CancellationError`, the response body's writer's) becomes a kept 500
     /// `internal` problem, since the route may have done its work (charged a card) before it
-    /// failed. A refusal by Sluice's own middleware behind it is marked, so that its record is
-    /// released.
+    /// failed. A refusal by Sluice's own middleware behind it, or a response with a status of
+    /// `unstoredStatuses`, is marked, so that its record is released.
     static func respond(
-        _ next: (Request, Context) async throws -> Response, _ request: Request, _ context: Context, storedBodyLimit: Int
+        _ next: (Request, Context) async throws -> Response, _ request: Request, _ context: Context, storedBodyLimit: Int,
+        unstoredStatuses: Set<Int>
     ) async -> StoredResponse {
         let marker = InnerRefusal.Marker()
         let response: Response
@@ -174,7 +200,8 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
             return StoredResponse(answer: problem.answer)
         }
         var stored = StoredResponse(status: response.status, fields: response.headers, body: body)
-        stored.refusal = marker.isRefused
+        // Refused by Sluice's own limiter behind it, or for the request's own shape: not kept.
+        stored.refusal = marker.isRefused || unstoredStatuses.contains(response.status.code)
         return stored
     }
 

@@ -32,11 +32,37 @@ public struct IdempotencyMiddlewareOptions: Sendable, Hashable {
     /// 503 `busy`); `nil` sets no quota. A record released because Sluice's own rate limit or
     /// throttle behind the middleware refused the request (the route did not run) costs none.
     public var recordsPerKey: Int?
+    /// Statuses that say the request was refused for its own shape before the route did its
+    /// work (validation, authentication, limits): such a response is passed on but not stored,
+    /// and its record is released, so that the corrected retry runs (Stripe saves nothing for a
+    /// request that failed validation). A route that acts and then answers one of these would
+    /// run again on retry: validate before acting, or remove the status from the set.
+    public var unstoredStatuses: Set<Int>
+    /// How a request body counts in the record's fingerprint.
+    public var fingerprint: Fingerprint
+
+    /// How a request body counts in a record's fingerprint: a retry with another body is a
+    /// mismatch (422).
+    public enum Fingerprint: Sendable, Hashable {
+        /// A JSON body (`Content-Type: application/json` or `…+json`) counts by its canonical
+        /// form: the order of an object's members, whitespace and how strings are escaped do
+        /// not matter, as Stripe compares parameters. Any other body (or JSON with a repeated
+        /// member name, or not strict JSON) counts by its bytes.
+        case canonicalJSON
+        /// Every body counts by its bytes.
+        case exactBytes
+    }
+
+    /// The statuses a route's middleware answers a request's own shape with, not stored by
+    /// default: 400, 401, 403, 404, 405, 406, 411, 413, 414, 415, 422, 428, 429 and 431.
+    public static let requestShapeStatuses: Set<Int> = [400, 401, 403, 404, 405, 406, 411, 413, 414, 415, 422, 428, 429, 431]
 
     /// Options, validated by ``IdempotencyRule/init(name:options:store:budget:in:)``.
     public init(
         retention: Duration, lease: Duration, concurrent: IdempotencyOptions.Concurrent, required: Bool,
-        requestBodyLimit: Int, storedBodyLimit: Int, recordsPerKey: Int?
+        requestBodyLimit: Int, storedBodyLimit: Int, recordsPerKey: Int?,
+        unstoredStatuses: Set<Int> = IdempotencyMiddlewareOptions.requestShapeStatuses,
+        fingerprint: Fingerprint = .canonicalJSON
     ) {
         self.retention = retention
         self.lease = lease
@@ -45,6 +71,8 @@ public struct IdempotencyMiddlewareOptions: Sendable, Hashable {
         self.requestBodyLimit = requestBodyLimit
         self.storedBodyLimit = storedBodyLimit
         self.recordsPerKey = recordsPerKey
+        self.unstoredStatuses = unstoredStatuses
+        self.fingerprint = fingerprint
     }
 
     /// Payments: the key is required, records are kept 24 hours with a 30 s lease, a duplicate

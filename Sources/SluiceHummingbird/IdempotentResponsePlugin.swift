@@ -28,9 +28,10 @@ struct IdempotentResponsePlugin: GatePlugin {
         try await input.chain.run()
     }
 
-    /// Only a refusal by Sluice's own rate limit or throttle behind the middleware (the route
-    /// did not run) is not kept, so that a retry is decided again. Every other answer is kept
-    /// whatever its status: a 503 or 429 the route itself gave may follow a charge.
+    /// A refusal is not kept (by Sluice's own rate limit or throttle behind the middleware, or
+    /// a status of the options' `unstoredStatuses`: the request's own shape), so that a retry
+    /// is decided again. Every other answer is kept whatever its status: a 503 or 500 the route
+    /// itself gave may follow a charge.
     func isFailure(_ output: StoredResponse) -> Bool {
         output.refusal
     }

@@ -27,8 +27,9 @@ struct StoredResponse: Sendable, Hashable, Codable {
     /// never stored in a shared store nor replayed (a replay spends no quota, and the limiter's
     /// state then says nothing about it).
     var firstAnswerFields: [Field] = []
-    /// Whether the answer is a refusal by Sluice's own middleware behind the idempotency
-    /// middleware (the route did not run): the record is released rather than kept. Never
+    /// Whether the answer is a refusal: by Sluice's own middleware behind the idempotency
+    /// middleware, or with a status the options keep no record for (the request's own shape:
+    /// validation, authentication, limits). The record is released rather than kept. Never
     /// stored (a refusal is not kept), so not encoded.
     var refusal = false
 

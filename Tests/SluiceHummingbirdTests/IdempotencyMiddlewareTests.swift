@@ -51,7 +51,8 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
 
         static func make(
             options: IdempotencyMiddlewareOptions = .payment, limit: RateLimitOptions? = nil, latch: Latch? = nil,
-            responseBody: String? = nil, store: PluginStore = .memory, failure: RouteFailure? = nil
+            responseBody: String? = nil, store: PluginStore = .memory, failure: RouteFailure? = nil,
+            validates: Bool = false
         ) throws -> (App, Router<BasicRequestContext>) {
             var plugins = PluginRegistry()
             let payments = try IdempotencyRule(name: "pay", options: options, store: store, in: &plugins)
@@ -67,6 +68,10 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
             }
             let runs = app.runs
             group.post { request, _ -> Response in
+                // Validation before the route acts: a body "bad" is refused, nothing charged.
+                if validates, String(buffer: try await request.body.collect(upTo: 1 << 20)) == "bad" {
+                    throw HTTPError(.badRequest, message: "the body is not a valid payment")
+                }
                 let run = runs.current + 1
                 runs.increment()
                 if let latch { await latch.wait() }
@@ -402,6 +407,83 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
             #expect(retry.headers[.idempotentReplayedForTests] == "true")
             #expect(try await client.send(.post, "/pay", headers: headers, body: "801").status == .unprocessableContent)
             #expect(app.runs.current == 1)
+        }
+    }
+
+    /// A request refused for its own shape before the route acted (a 400 from validation) is
+    /// not stored: the corrected retry, with the same key, runs (Stripe saves nothing for a
+    /// request that failed validation); its record cost no quota.
+    @Test(arguments: testModes)
+    func aValidationRefusalIsNotStoredAndTheCorrectedRetryRuns(mode: TestingSetup) async throws {
+        var options = IdempotencyMiddlewareOptions.payment
+        options.recordsPerKey = 1
+        let (app, appRouter) = try App.make(options: options, validates: true)
+        try await app.fixture.test(appRouter, mode) { client in
+            let headers = user("ann", idempotencyKey: #""order-20""#)
+            let refused = try await client.send(.post, "/pay", headers: headers, body: "bad")
+            #expect(refused.status == .badRequest)
+            #expect(refused.headers[.idempotentReplayedForTests] == nil)
+            let corrected = try await client.send(.post, "/pay", headers: headers, body: "900")
+            #expect(corrected.status == .created)
+            #expect(corrected.body == "charge ch_1 for 900")
+            let retry = try await client.send(.post, "/pay", headers: headers, body: "900")
+            #expect(retry.body == "charge ch_1 for 900")
+            #expect(retry.headers[.idempotentReplayedForTests] == "true")
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    /// A JSON body counts by its canonical form: the same JSON with its members in another
+    /// order and other whitespace replays; other JSON is a mismatch. With `.exactBytes`, the
+    /// bytes count.
+    @Test(arguments: testModes, [IdempotencyMiddlewareOptions.Fingerprint.canonicalJSON, .exactBytes])
+    func theSameJSONLaidOutOtherwiseReplays(mode: TestingSetup, fingerprint: IdempotencyMiddlewareOptions.Fingerprint) async throws {
+        var options = IdempotencyMiddlewareOptions.payment
+        options.fingerprint = fingerprint
+        let (app, appRouter) = try App.make(options: options)
+        try await app.fixture.test(appRouter, mode) { client in
+            var headers = user("ann", idempotencyKey: #""order-21""#)
+            headers[.contentType] = "application/json; charset=utf-8"
+            let first = try await client.send(.post, "/pay", headers: headers, body: #"{"amount":500,"currency":"eur","note":"A\/B"}"#)
+            #expect(first.status == .created)
+            let relaid = try await client.send(
+                .post, "/pay", headers: headers, body: "{ \"note\" : \"\\u0041/B\",\n  \"currency\": \"eur\", \"amount\": 500 }")
+            if fingerprint == .canonicalJSON {
+                #expect(relaid.status == .created)
+                #expect(relaid.headers[.idempotentReplayedForTests] == "true")
+                #expect(relaid.body == first.body)
+            } else {
+                #expect(relaid.status == .unprocessableContent)
+            }
+            let other = try await client.send(.post, "/pay", headers: headers, body: #"{"amount":501,"currency":"eur","note":"A/B"}"#)
+            #expect(other.status == .unprocessableContent)
+            #expect(app.runs.current == 1)
+        }
+    }
+
+    /// The canonical form: members sorted by name, no whitespace, escapes resolved and written
+    /// one way, numbers as written; no form for what is not strict JSON or repeats a name.
+    @Test func canonicalJSONForms() {
+        let cases: [(String, String?)] = [
+            (#" {"b": [1, 2.50, -0e+3], "a": {"y": null, "x": true}} "#, #"{"a":{"x":true,"y":null},"b":[1,2.50,-0e+3]}"#),
+            (#"{"k":"\u00e9\/\t\u0001"}"#, #"{"k":"é/\u0009\u0001"}"#),
+            (#""\ud83d\ude00""#, "\"😀\""),
+            (#"[]"#, "[]"),
+            (#"{}"#, "{}"),
+            (#"{"é":1,"e":2,"z":3}"#, #"{"e":2,"z":3,"é":1}"#),
+            (#"{"a":1,"a":2}"#, nil),
+            (#"[1,]"#, nil),
+            (#"01"#, nil),
+            (#"1."#, nil),
+            (#""\ud83d""#, nil),
+            ("\"a\u{01}b\"", nil),
+            (#"{"a":1} x"#, nil),
+            (String(repeating: "[", count: 65) + String(repeating: "]", count: 65), nil),
+            (String(repeating: "[", count: 64) + String(repeating: "]", count: 64), String(repeating: "[", count: 64) + String(repeating: "]", count: 64)),
+        ]
+        for (input, expected) in cases {
+            let canonical = CanonicalJSON.canonical(Array(input.utf8)).map { String(decoding: $0, as: UTF8.self) }
+            #expect(canonical == expected, "\(input)")
         }
     }
 }
