@@ -2249,25 +2249,43 @@ class Resp:
         raise RuntimeError(f"redis: unexpected reply {line[:60]!r}")
 
 
-def start_redis(directory, log_path):
-    """A throwaway redis-server on a free port (no persistence). Returns (process, port)."""
-    for _ in range(3):
-        port = free_port()
+def start_redis(directory, log_path, persistent=False, port=None):
+    """A throwaway redis-server in `directory`. Returns (process, port).
+    `persistent`: an append-only file synced on every write (`--appendonly yes --appendfsync
+    always`), so a restart in the same directory gets every acknowledged write back; otherwise
+    no persistence at all, and a restart starts empty. `port`: listen there (a restart after
+    a kill; tried for a few seconds), else on a free port."""
+    persistence = ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
+    for _ in range(3 if port is None else 10):
+        chosen = port or free_port()
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", HOST, "--save", "",
-                                     "--appendonly", "no", "--dir", directory],
+            proc = subprocess.Popen(["redis-server", "--port", str(chosen), "--bind", HOST, "--save", "",
+                                     *persistence, "--dir", directory],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                with Resp(port, timeout=1) as r:
+                with Resp(chosen, timeout=1) as r:
                     if r.call("PING") == "PONG":
-                        return proc, port
+                        return proc, chosen
             except (OSError, EOFError, RuntimeError):
                 time.sleep(0.05)
         proc.kill()
         proc.wait()
+        if port is not None:
+            time.sleep(0.5)
     raise RuntimeError(f"redis-server did not answer PING; log: {log_path}")
+
+
+def restart_redis(proc, directory, log_path, port, persistent=False, down_s=0.0):
+    """SIGKILLs `proc` (no shutdown, no final save) and, `down_s` later, starts a redis-server
+    on the same port and directory: with `persistent` it loads its append-only file back, else
+    it starts empty. Returns the new process."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    time.sleep(down_s)
+    return start_redis(directory, log_path, persistent=persistent, port=port)[0]
 
 
 DRAIN_ACCOUNTS = 20         # http-drain: accounts per trial, each paying on both instances
@@ -2385,6 +2403,567 @@ def probe_http_drain(ctx):
              f"slowest exit {slowest}s; Redis records at SIGTERM {records_at_term}, after the drain "
              f"{records_seen}, none may be running")
     ctx.check(records_at_term > 0, "no payment record in Redis at SIGTERM (the key pattern finds nothing)")
+
+
+# --------------------------------------------------------------------------------------------
+# Exactly-once under store faults (17-19): two instances share a store Redis (`--redis`); the
+# simulated processor keeps its ledger of charges in a Redis of its own (`--processor-ledger`:
+# judged) or in each instance's memory ("without a ledger": reported, but owner-pause judges it).
+
+PAY_RETRY_S = 0.05          # pay-until-charged: a client tries again this long after an ERR or a broken connection
+PAY_SETTLE_S = 5.0          # ... its thread is waited for this long past its deadline
+
+
+def charge_id(text):
+    """The charge id (`charge=`) in a reply, or None."""
+    for part in text.split():
+        if part.startswith("charge="):
+            return part[7:]
+    return None
+
+
+def reply_kind(text):
+    """A reply's kind for the tallies: `OK` with its flags (not the charge id), `ERR <code>`,
+    or the name of the error a connection failed with."""
+    parts = text.split()
+    if not parts:
+        return "empty"
+    if parts[0] == "OK":
+        return " ".join(["OK"] + [p for p in parts[1:] if not p.startswith("charge=")])
+    if parts[0] == "ERR":
+        return " ".join(parts[:2])
+    return parts[0].rstrip(":")
+
+
+def pay_until_charged(port, account, idem, amount, deadline):
+    """A client on one instance: `PAY <account> <idem> <amount>` until it gets `OK charge=`,
+    again PAY_RETRY_S after an `ERR` reply or a connection error (then on a new connection),
+    until `deadline` (time.monotonic()). Returns {"charge": its id, or None when it never got
+    one (unsettled), "replies": [(time.monotonic(), the reply without its id, or the error)]}."""
+    outcome = {"charge": None, "replies": []}
+    request = ("PAY %s %s %d" % (account, idem, amount)).encode()
+    conn = None
+    attempt = 0
+    try:
+        while time.monotonic() < deadline:
+            attempt += 1
+            rid = b"p%d" % attempt
+            try:
+                if conn is None:
+                    conn = Conn(port, timeout=max(0.1, deadline - time.monotonic()))
+                line = conn.request(rid, request, timeout=max(0.0, deadline - time.monotonic()))
+                text = line[len(rid) + 1:].decode("utf-8", "replace")
+            except (OSError, EOFError, TimeoutError) as error:
+                text = f"{type(error).__name__}: {error}"
+                if conn is not None:
+                    conn.close()
+                    conn = None
+            outcome["replies"].append((time.monotonic(), text))
+            if text.startswith("OK charge="):
+                outcome["charge"] = charge_id(text)
+                break
+            time.sleep(PAY_RETRY_S)
+    finally:
+        if conn is not None:
+            conn.close()
+    return outcome
+
+
+class PayClients:
+    """Pay-until-charged clients, each in a thread on one instance; `outcomes` gets each one's
+    outcome with its pair ((account, idem)) and its label (the instance's letter first)."""
+
+    def __init__(self):
+        self.outcomes = []
+        self.threads = []
+        self.lock = threading.Lock()
+
+    def start(self, pair, label, port, amount, deadline):
+        def run():
+            outcome = pay_until_charged(port, pair[0], pair[1], amount, deadline)
+            outcome.update(pair=pair, client=label)
+            with self.lock:
+                self.outcomes.append(outcome)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self, deadline):
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self.lock:
+            return list(self.outcomes)
+
+
+def charge_summary(outcomes, pairs):
+    """The charge ids of each pair over every reply of `outcomes`, the clients that never got
+    one ("<idem>@<label>"), and the tally of every reply by kind."""
+    charges = {pair: set() for pair in pairs}
+    unsettled = []
+    tally = collections.Counter()
+    for outcome in outcomes:
+        for _, text in outcome["replies"]:
+            tally[reply_kind(text)] += 1
+            charge = charge_id(text)
+            if charge:
+                charges[outcome["pair"]].add(charge)
+        if outcome["charge"] is None:
+            unsettled.append(f"{outcome['pair'][1]}@{outcome['client']}")
+    return charges, sorted(unsettled), tally
+
+
+def doubles_shown(charges, limit=5):
+    """The pairs with more than one charge id, as text (the first `limit`)."""
+    return [f"{account}/{idem}: {', '.join(sorted(ids))}"
+            for (account, idem), ids in charges.items() if len(ids) > 1][:limit]
+
+
+class PaymentCluster:
+    """One variant's servers: a store Redis (`persistent`: its append-only file survives a
+    kill), a ledger Redis when `ledger`, and two sluice-echo instances (`instances`, a and b)
+    with `--redis <store>`, `args` and `--processor-ledger <ledger>`. Logs:
+    `<probe>-<tag>-{store,ledger,a,b}.log`."""
+
+    def __init__(self, ctx, tag, args, ledger, persistent=False):
+        self.base = f"{os.path.splitext(ctx.server.log_path)[0]}-{tag}"
+        self.root = tempfile.mkdtemp(prefix="hostile-redis-")
+        self.store_dir = os.path.join(self.root, "store")
+        os.makedirs(self.store_dir)
+        self.persistent = persistent
+        self.store = self.ledger = self.ledger_port = None
+        self.instances = []
+        try:
+            self.store, self.store_port = start_redis(self.store_dir, self.base + "-store.log", persistent=persistent)
+            extra = []
+            if ledger:
+                ledger_dir = os.path.join(self.root, "ledger")
+                os.makedirs(ledger_dir)
+                self.ledger, self.ledger_port = start_redis(ledger_dir, self.base + "-ledger.log")
+                extra = ["--processor-ledger", f"redis://{HOST}:{self.ledger_port}/0"]
+            self.args = ["--redis", f"redis://{HOST}:{self.store_port}/0", *args, *extra]
+            for letter in "ab":
+                self.instances.append(Server(ctx.config.binary, self.args, f"{self.base}-{letter}.log"))
+        except BaseException:
+            self.close()
+            raise
+
+    def restart_store(self, down_s=0.0):
+        """SIGKILLs the store Redis and starts it again `down_s` later on its port and folder
+        (with its data when persistent, else empty)."""
+        self.store = restart_redis(self.store, self.store_dir, self.base + "-store.log", self.store_port,
+                                   persistent=self.persistent, down_s=down_s)
+
+    def store_has(self, key):
+        with Resp(self.store_port, timeout=1) as r:
+            return r.call("EXISTS", key) == 1
+
+    def ledger_entries(self):
+        """The ledger's charge hashes (`ledger:pay:*`), or None without a ledger."""
+        if self.ledger_port is None:
+            return None
+        with Resp(self.ledger_port) as r:
+            return len(r.call("KEYS", "ledger:pay:*") or [])
+
+    def pay_stats(self):
+        """`payments`, `returned` and `stale` from STATS, summed over the instances."""
+        total = collections.Counter()
+        for server in self.instances:
+            fields = stats(server.port)
+            for name in ("payments", "returned", "stale"):
+                total[name] += fields.get(name, 0)
+        return {name: total[name] for name in ("payments", "returned", "stale")}
+
+    def exited(self):
+        """The instances that exited, as `a: code N | <their log's last lines>`."""
+        return [f"{letter}: code {server.proc.returncode} | {server.log_tail(3)}"
+                for letter, server in zip("ab", self.instances) if not server.alive()]
+
+    def close(self):
+        """Stops the instances (SIGTERM) and the Redis servers; returns the instances' exit codes."""
+        codes = []
+        for server in self.instances:
+            if server.alive():
+                os.kill(server.proc.pid, signal.SIGCONT)     # in case a probe left it stopped
+            codes.append(server.stop()[0])
+        for proc in (self.store, self.ledger):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+        for suffix in ("-store.log", "-ledger.log", "-a.log", "-b.log"):
+            trim_log(self.base + suffix)
+        return codes
+
+
+def need_redis():
+    if shutil.which("redis-server") is None:
+        raise Skip("redis-server is not on PATH")
+
+
+def judge_charges(ctx, judged, reported):
+    """The checks store-outage and store-loss share: with the ledger (`judged`) every client
+    charged, one charge id per payment, as many charges and ledger entries as payments; in
+    either variant no instance exited. Without the ledger (`reported`) the rest is reported."""
+    total = judged["pairs"]
+    if judged["instances_exited"] or reported["instances_exited"]:
+        ctx.fail(f"instances exited: ledger {judged['instances_exited']}, no ledger {reported['instances_exited']}")
+    ctx.check(not judged["unsettled"],
+              f"ledger: {judged['unsettled']} clients never charged: {judged['unsettled_clients']}")
+    ctx.check(not judged["double_charged"], f"ledger: {judged['double_charged']} pairs with more than one "
+                                            f"charge id: {judged['double_charged_pairs']}")
+    ctx.check(judged["payments"] == total,
+              f"ledger: payments={judged['payments']} over both instances (expected {total})")
+    ctx.check(judged["ledger"] == total, f"ledger: {judged['ledger']} ledger entries (expected {total})")
+
+
+OUTAGE_ROUNDS = 5           # store-outage: rounds (2 with --quick), one outage each
+OUTAGE_PAIRS = 80           # ... payments a round (20 with --quick), each paid by a client on each instance
+OUTAGE_ACCOUNTS = 16        # ... a payment's account: acct<pair % 16>; its idem: r<round>-<pair>
+OUTAGE_AMOUNT = 25
+OUTAGE_KILL_AFTER_S = 0.2   # ... the store Redis is SIGKILLed this long into a round
+OUTAGE_DOWN_S = 3.0         # ... and started again on its port and append-only file this long after
+OUTAGE_PAY_S = 60.0         # ... a client gives up this long after its round started
+OUTAGE_ARGS = ["--instances", "2", "--loops", "2", "--pay-latency-ms", "400", "--pay-lease-ms", "1500",
+               "--redis-timeout-ms", "500"]
+
+
+def outage_variant(ctx, ledger, rounds, pairs):
+    started = time.monotonic()
+    cluster = PaymentCluster(ctx, "ledger" if ledger else "noledger", OUTAGE_ARGS, ledger, persistent=True)
+    clients = PayClients()
+    keys, restored = [], []
+    try:
+        for round_number in range(rounds):
+            round_started = time.monotonic()
+            deadline = round_started + OUTAGE_PAY_S
+            for pair in range(pairs):
+                key = (f"acct{pair % OUTAGE_ACCOUNTS}", f"r{round_number}-{pair}")
+                keys.append(key)
+                for letter, server in zip("ab", cluster.instances):
+                    clients.start(key, letter, server.port, OUTAGE_AMOUNT, deadline)
+            time.sleep(max(0.0, round_started + OUTAGE_KILL_AFTER_S - time.monotonic()))
+            cluster.restart_store(down_s=OUTAGE_DOWN_S)
+            # What the restart got back from the append-only file (the store's epoch marker
+            # among it: else the store came back empty, which is store-loss, not this probe).
+            with Resp(cluster.store_port) as r:
+                restored.append({"keys": r.call("DBSIZE"), "epoch": r.call("EXISTS", "sluice:epoch") == 1})
+            outcomes = clients.join(deadline + PAY_SETTLE_S)
+        exited = cluster.exited()
+        figures = cluster.pay_stats() if not exited else {}
+        entries = cluster.ledger_entries()
+    finally:
+        codes = cluster.close()
+    charges, unsettled, tally = charge_summary(outcomes, keys)
+    doubles = sum(1 for ids in charges.values() if len(ids) > 1)
+    payments = figures.get("payments")
+    return {"pairs": len(keys), "double_charged": doubles, "unsettled": len(unsettled),
+            "payments": payments, "returned": figures.get("returned"), "stale": figures.get("stale"),
+            "ledger": entries, "extra_charges": None if payments is None else payments - len(keys),
+            "unavailable": tally.get("ERR unavailable", 0), "tally": dict(tally), "restored": restored,
+            "double_charged_pairs": doubles_shown(charges), "unsettled_clients": unsettled[:10],
+            "instances_exited": exited, "exit_codes": codes, "instance_args": cluster.args,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+@probe(17, "store-outage", "the store Redis killed mid-payment, back 3 s later with its data (needs redis-server)",
+       requires="--processor-ledger")
+def probe_store_outage(ctx):
+    need_redis()
+    rounds, pairs = ctx.n(OUTAGE_ROUNDS, 2), ctx.n(OUTAGE_PAIRS, 20)
+    judged = outage_variant(ctx, True, rounds, pairs)
+    reported = outage_variant(ctx, False, rounds, pairs)
+    ctx.details.update(ledger=judged, no_ledger=reported)
+    ctx.note(f"ledger: {judged['pairs']} pairs, {judged['double_charged']} double-charged, "
+             f"{judged['unsettled']} unsettled, payments={judged['payments']}, ledger={judged['ledger']}, "
+             f"ERR unavailable {judged['unavailable']}; no ledger: {reported['pairs']} pairs, "
+             f"{reported['double_charged']} double-charged, {reported['extra_charges']} extra charges, "
+             f"{reported['unsettled']} unsettled")
+    judge_charges(ctx, judged, reported)
+    ctx.check(judged["unavailable"] > 0, "ledger: no ERR unavailable: the outage was not felt")
+    for name, v in (("ledger", judged), ("no ledger", reported)):
+        ctx.check(all(r["epoch"] for r in v["restored"]), f"{name}: a restarted store came back without "
+                                                          f"sluice:epoch (its data was not restored): {v['restored']}")
+
+
+PAUSE_TRIALS = 5            # owner-pause: trials per variant (2 with --quick)
+PAUSE_ACCOUNT = "acct"      # ... each trial pays (acct, pause-<trial>)
+PAUSE_AMOUNT = 30
+PAUSE_RECORD_S = 5.0        # ... the owner's record appears in the store within this long
+PAUSE_AFTER_RECORD_S = 0.3  # ... SIGSTOP the owner (instance a) this long after it appeared
+PAUSE_STOP_S = 3.0          # ... SIGCONT it this long after the SIGSTOP
+PAUSE_PAY_S = 40.0          # ... a client gives up this long after its trial started
+PAUSE_ARGS = ["--instances", "2", "--pay-latency-ms", "3000", "--pay-lease-ms", "900"]
+
+
+def pause_variant(ctx, ledger, trials):
+    started = time.monotonic()
+    cluster = PaymentCluster(ctx, "ledger" if ledger else "noledger", PAUSE_ARGS, ledger)
+    a, b = cluster.instances
+    rows = []
+    try:
+        for trial in range(trials):
+            key = (PAUSE_ACCOUNT, f"pause-{trial}")
+            record = f"sluice:{{pay:{len(key[0])}:{key[0]}{key[1]}}}:r"
+            before = cluster.pay_stats()["payments"]
+            clients = PayClients()
+            trial_started = time.monotonic()
+            deadline = trial_started + PAUSE_PAY_S
+            clients.start(key, "a", a.port, PAUSE_AMOUNT, deadline)
+            appeared = None
+            while time.monotonic() < trial_started + PAUSE_RECORD_S:
+                if cluster.store_has(record):
+                    appeared = time.monotonic() - trial_started
+                    break
+                time.sleep(0.01)
+            stopped_at = None
+            try:
+                if appeared is not None:
+                    time.sleep(PAUSE_AFTER_RECORD_S)
+                    os.kill(a.proc.pid, signal.SIGSTOP)
+                    stopped_at = time.monotonic()
+                    clients.start(key, "b", b.port, PAUSE_AMOUNT, deadline)
+                    time.sleep(max(0.0, stopped_at + PAUSE_STOP_S - time.monotonic()))
+            finally:
+                if stopped_at is not None:
+                    os.kill(a.proc.pid, signal.SIGCONT)
+            outcomes = {o["client"]: o for o in clients.join(deadline + PAY_SETTLE_S)}
+            exited = cluster.exited()
+            after = cluster.pay_stats()["payments"] if not exited else None
+            charges = {o["charge"] for o in outcomes.values()}
+            first = {label: reply_kind(o["replies"][0][1]) if o["replies"] else None for label, o in outcomes.items()}
+            wrong = []
+            if appeared is None:
+                wrong.append(f"the record {record} did not appear within {PAUSE_RECORD_S:.0f}s")
+            if exited:
+                wrong.append(f"instances exited: {exited}")
+            settled = [label for label in "ab" if outcomes.get(label, {}).get("charge")]
+            if settled != ["a", "b"]:
+                wrong.append(f"settled: {settled or 'none'} (expected a and b)")
+            if len(charges - {None}) > 1:
+                wrong.append(f"charge ids differ: {sorted(charges - {None})}")
+            if after is None or after - before != 1:
+                wrong.append(f"payments rose by {None if after is None else after - before} (expected 1)")
+            rows.append({"trial": trial, "record_after_s": None if appeared is None else round(appeared, 2),
+                         "a_first": first.get("a"), "b_first": first.get("b"),
+                         "replies": {label: [f"+{t - trial_started:.2f}s {text}" for t, text in o["replies"]][:12]
+                                     for label, o in outcomes.items()},
+                         "charges": sorted(charges - {None}),
+                         "payments_rise": None if after is None else after - before, "wrong": wrong})
+            if exited:
+                break
+        figures = cluster.pay_stats() if not cluster.exited() else {}
+        entries = cluster.ledger_entries()
+    finally:
+        codes = cluster.close()
+    return {"trials": rows, "clean": sum(1 for row in rows if not row["wrong"]),
+            "payments": figures.get("payments"), "returned": figures.get("returned"), "stale": figures.get("stale"),
+            "ledger": entries, "a_first": dict(collections.Counter(row["a_first"] for row in rows)),
+            "b_first": dict(collections.Counter(row["b_first"] for row in rows)),
+            "exit_codes": codes, "instance_args": cluster.args, "seconds": round(time.monotonic() - started, 1)}
+
+
+@probe(18, "owner-pause", "the paying instance SIGSTOPped past its lease; the other takes the payment over",
+       requires="--processor-ledger")
+def probe_owner_pause(ctx):
+    need_redis()
+    trials = ctx.n(PAUSE_TRIALS, 2)
+    variants = {"ledger": pause_variant(ctx, True, trials), "no ledger": pause_variant(ctx, False, trials)}
+    ctx.details.update(ledger=variants["ledger"], no_ledger=variants["no ledger"])
+    ctx.note("; ".join(f"{name}: {v['clean']}/{trials} trials clean, payments={v['payments']}"
+                       + (f", ledger={v['ledger']}" if v["ledger"] is not None else "")
+                       + f", returned={v['returned']}, stale={v['stale']}; a first got {short_tally(v['a_first'])}"
+                       for name, v in variants.items()))
+    for name, v in variants.items():
+        for row in v["trials"]:
+            if row["wrong"]:
+                ctx.fail(f"{name}, trial {row['trial']}: " + "; ".join(row["wrong"]))
+        ctx.check(v["payments"] == trials, f"{name}: payments={v['payments']} over both instances (expected {trials})")
+    ledger = variants["ledger"]["ledger"]
+    ctx.check(ledger == trials, f"ledger: {ledger} ledger entries (expected {trials})")
+
+
+LOSS_DONE = 10              # store-loss: payments completed before the loss (done-<i>), alternating instances
+LOSS_RUNNING = 10           # ... payments sent to instance a just before it (running-<i>)
+LOSS_ACCOUNT = "acct"
+LOSS_AMOUNT = 40
+LOSS_RESTART_AFTER_S = 0.3  # ... the store Redis restarts empty this long after the running ones were sent
+LOSS_PAY_S = 60.0           # ... a client gives up this long after its phase started
+LOSS_MARK = " guarantee=store-data-lost"
+LOSS_ARGS = ["--instances", "2", "--pay-latency-ms", "1000", "--pay-lease-ms", "1500"]
+
+
+def loss_variant(ctx, ledger):
+    started = time.monotonic()
+    cluster = PaymentCluster(ctx, "ledger" if ledger else "noledger", LOSS_ARGS, ledger)
+    a, b = cluster.instances
+    done = [(LOSS_ACCOUNT, f"done-{i}") for i in range(LOSS_DONE)]
+    running = [(LOSS_ACCOUNT, f"running-{i}") for i in range(LOSS_RUNNING)]
+    clients = PayClients()
+    fresh = {}
+    try:
+        deadline = time.monotonic() + LOSS_PAY_S
+        for i, key in enumerate(done):
+            letter = "ab"[i % 2]
+            clients.start(key, letter + "-before", cluster.instances[i % 2].port, LOSS_AMOUNT, deadline)
+        clients.join(deadline + PAY_SETTLE_S)
+        sent_at = time.monotonic()
+        deadline = sent_at + LOSS_PAY_S
+        for key in running:
+            clients.start(key, "a-original", a.port, LOSS_AMOUNT, deadline)
+        time.sleep(max(0.0, sent_at + LOSS_RESTART_AFTER_S - time.monotonic()))
+        cluster.restart_store()
+        restarted_at = time.monotonic()
+        for key in done + running:
+            for letter, server in zip("ab", cluster.instances):
+                clients.start(key, letter + "-after", server.port, LOSS_AMOUNT, deadline)
+        outcomes = clients.join(deadline + PAY_SETTLE_S)
+        exited = cluster.exited()
+        figures = cluster.pay_stats() if not exited else {}
+        entries = cluster.ledger_entries()
+        fresh_clients = PayClients()
+        if not exited:
+            fresh_deadline = time.monotonic() + LOSS_PAY_S
+            for letter, server in zip("ab", cluster.instances):
+                fresh_clients.start((LOSS_ACCOUNT, f"fresh-{letter}"), letter, server.port, LOSS_AMOUNT, fresh_deadline)
+            fresh = {o["client"]: (o["replies"][-1][1] if o["replies"] else None)
+                     for o in fresh_clients.join(fresh_deadline + PAY_SETTLE_S)}
+    finally:
+        codes = cluster.close()
+    charges, unsettled, tally = charge_summary(outcomes, done + running)
+    doubles = sum(1 for ids in charges.values() if len(ids) > 1)
+    marked = collections.Counter()
+    for outcome in outcomes:
+        for t, text in outcome["replies"]:
+            if t > restarted_at and text.endswith(LOSS_MARK):
+                marked[outcome["client"][0]] += 1
+    payments = figures.get("payments")
+    total = len(done) + len(running)
+    return {"pairs": total, "double_charged": doubles, "unsettled": len(unsettled),
+            "payments": payments, "returned": figures.get("returned"), "stale": figures.get("stale"),
+            "ledger": entries, "extra_charges": None if payments is None else payments - total,
+            "marked_after_restart": {letter: marked[letter] for letter in "ab"}, "fresh": fresh,
+            "tally": dict(tally), "double_charged_pairs": doubles_shown(charges), "unsettled_clients": unsettled[:10],
+            "instances_exited": exited, "exit_codes": codes, "instance_args": cluster.args,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+@probe(19, "store-loss", "the store Redis restarts empty mid-payment, two instances (needs redis-server)",
+       requires="--processor-ledger")
+def probe_store_loss(ctx):
+    need_redis()
+    judged = loss_variant(ctx, True)
+    reported = loss_variant(ctx, False)
+    ctx.details.update(ledger=judged, no_ledger=reported)
+
+    def marks(v):
+        fresh = "/".join("marked" if (v["fresh"].get(letter) or "").endswith(LOSS_MARK) else "unmarked"
+                         for letter in "ab")
+        return (f"store-data-lost after the restart a={v['marked_after_restart']['a']} "
+                f"b={v['marked_after_restart']['b']}, fresh payments {fresh}")
+
+    ctx.note(f"ledger: {judged['pairs']} pairs, {judged['double_charged']} double-charged, "
+             f"{judged['unsettled']} unsettled, payments={judged['payments']}, ledger={judged['ledger']}, "
+             f"{marks(judged)}; no ledger: {reported['pairs']} pairs, {reported['double_charged']} double-charged, "
+             f"{reported['extra_charges']} extra charges, {reported['unsettled']} unsettled, {marks(reported)}")
+    judge_charges(ctx, judged, reported)
+    for letter in "ab":
+        ctx.check(judged["marked_after_restart"][letter] > 0,
+                  f"ledger: no reply from instance {letter} after the restart ends with{LOSS_MARK}")
+        reply = judged["fresh"].get(letter)
+        ctx.check(reply is not None and reply.endswith(LOSS_MARK),
+                  f"ledger: a fresh payment on instance {letter} got {reply!r} (expected it to end with{LOSS_MARK})")
+
+
+TAKEN_EXIT_S = 10.0         # port-taken: a server given a taken port exits non-zero within this long
+REUSE_START_S = 10.0        # ... the two --reuse-port servers log "listening" within this long
+REUSE_PINGS = 10            # ... PINGs on their shared port, each on a new connection
+
+
+@probe(20, "port-taken", "a second server on a taken line or HTTP port; two sharing one with --reuse-port",
+       requires="--reuse-port", http=True)
+def probe_port_taken(ctx):
+    binary = ctx.config.binary
+    base = os.path.splitext(ctx.server.log_path)[0]
+    attempts = {}
+    for name, port, args in (("line", ctx.port, ["--port", str(ctx.port), "--http-port", "0"]),
+                             ("http", ctx.http_port, ["--port", "0", "--http-port", str(ctx.http_port)])):
+        started = time.monotonic()
+        try:
+            done = subprocess.run([binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=TAKEN_EXIT_S)
+            code, out, err = done.returncode, done.stdout, done.stderr
+        except subprocess.TimeoutExpired as error:     # run() killed it
+            code, out, err = None, error.stdout or b"", error.stderr or b""
+        seconds = time.monotonic() - started
+        with open(f"{base}-taken-{name}.log", "wb") as log:
+            log.write(out + err)
+        err = err.decode("utf-8", "replace")
+        want = f"port {port} is already served by another socket"
+        attempts[name] = {"args": args, "code": code, "seconds": round(seconds, 2), "message": want in err,
+                          "stderr": err.strip().splitlines()[-3:]}
+        ctx.check(code is not None and code != 0,
+                  f"a server on the taken {name} port {port}: " +
+                  (f"still running after {TAKEN_EXIT_S:.0f}s" if code is None else f"exit code {code}"))
+        ctx.check(want in err, f"a server on the taken {name} port: stderr lacks {want!r}: {attempts[name]['stderr']}")
+    port = free_port()
+    servers, logs = [], []
+    reuse = {"port": port}
+    try:
+        for letter in "ab":
+            logs.append(f"{base}-reuse-{letter}.log")
+            with open(logs[-1], "ab") as log:
+                servers.append(subprocess.Popen([binary, "--port", str(port), "--http-port", "0", "--reuse-port"],
+                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+        listening = [False, False]
+        deadline = time.monotonic() + REUSE_START_S
+        while not all(listening) and time.monotonic() < deadline and all(s.poll() is None for s in servers):
+            for i, path in enumerate(logs):
+                with open(path, "rb") as f:
+                    listening[i] = any(b"listening" in line and b"port=%d" % port in line for line in f)
+            time.sleep(0.05)
+        reuse["listening"] = listening
+        reuse["exited_early"] = [s.poll() for s in servers]
+        ctx.check(all(listening), f"--reuse-port on {port}: listening a={listening[0]} b={listening[1]}, "
+                                  f"exit codes {reuse['exited_early']}")
+        pongs = 0
+        failures = []
+        for i in range(REUSE_PINGS):
+            try:
+                with Conn(port, timeout=5) as c:
+                    reply = c.request(b"r%d" % i, b"PING")
+                if reply == b"r%d PONG" % i:
+                    pongs += 1
+                else:
+                    failures.append(reply.decode("utf-8", "replace"))
+            except (OSError, EOFError, TimeoutError) as error:
+                failures.append(f"{type(error).__name__}: {error}")
+        reuse.update(pongs=pongs, failures=failures[:3])
+        ctx.check(pongs == REUSE_PINGS, f"--reuse-port: {pongs}/{REUSE_PINGS} PINGs answered PONG: {failures[:3]}")
+        codes = []
+        for server in servers:
+            if server.poll() is None:
+                server.send_signal(signal.SIGTERM)
+        for server in servers:
+            try:
+                codes.append(server.wait(STOP_GRACE_S))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        reuse["exit_codes"] = codes
+        ctx.check(codes == [0, 0], f"--reuse-port: exit codes after SIGTERM {codes} (expected 0, 0)")
+    finally:
+        for server in servers:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+    with Conn(ctx.port) as c:
+        still = c.request(b"h1", b"PING")
+    ctx.check(still == b"h1 PONG", f"the harness's server after the attempts: {still!r}")
+    ctx.details.update(taken=attempts, reuse=reuse)
+    ctx.note(f"taken line port: exit {attempts['line']['code']} in {attempts['line']['seconds']}s; taken HTTP port: "
+             f"exit {attempts['http']['code']} in {attempts['http']['seconds']}s; --reuse-port x2: listening "
+             f"{sum(reuse.get('listening', []))}/2, {reuse.get('pongs')}/{REUSE_PINGS} PONG, "
+             f"exit {reuse.get('exit_codes')}")
 
 
 # --------------------------------------------------------------------------------------------
