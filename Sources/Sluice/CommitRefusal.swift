@@ -19,8 +19,9 @@ public struct CommitRefusal: Error, Hashable, Sendable, CustomStringConvertible 
         /// replaced it, or the gate's drain ran out of time).
         public static let cancelled = Code(name: "cancelled")
         /// The effect holds a shared store's lease that may run out before its change lands:
-        /// less than a third of the lease is left by this process's clock (its renewals are
-        /// failing, or the process was paused). Another instance could take the record over.
+        /// the store cannot be reached (its connection is lost, or the lease's last renewal got
+        /// no answer), or less than a third of the lease is left by this process's clock (the
+        /// process was paused). Another instance could take the record over.
         public static let leaseNotSafe = Code(name: "leaseNotSafe")
         /// The store said another owner holds the record now.
         public static let leaseLost = Code(name: "leaseLost")

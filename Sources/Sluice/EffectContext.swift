@@ -31,9 +31,10 @@ public struct EffectContext: Sendable {
     ///
     /// It throws when the effect must not commit: it was cancelled (a drain that ran out of
     /// time cancels the effects that have not passed their commit point), or it holds a shared
-    /// store's lease with less than a third of it left by this process's monotonic clock (its
-    /// renewals failed, or the process was paused: another instance may take the record over
-    /// before the step lands), or the store said another owner took it. Once it has returned,
+    /// store's lease that cannot be renewed now (the store's connection is lost, or the lease's
+    /// last renewal got no answer) or has less than a third of it left by this process's
+    /// monotonic clock (the process was paused): another instance may take the record over
+    /// before the step lands; or the store said another owner took it. Once it has returned,
     /// the effect is past its commit point: a drain that runs out of time lets it finish, its
     /// result is written to the store and its callers are answered with it.
     ///

@@ -74,6 +74,11 @@ public final class MemoryStore: SharedStore {
     /// Calls answered so far (failed ones included).
     public var calls: Int { state.withSanitizedLock { $0.calls } }
 
+    /// Whether it is switched on (``setAvailable(_:)``).
+    public func isReachable(on loop: EventLoop) -> Bool {
+        state.withSanitizedLock { $0.available }
+    }
+
     private func answer<Value: Sendable>(
         on loop: EventLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         _ body: (inout State, Int64) -> Result<Value, StoreError>

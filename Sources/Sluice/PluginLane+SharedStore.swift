@@ -461,6 +461,7 @@ extension PluginLane {
                 switch result {
                 case .success(true):
                     binding.leaseDeadlines[token] = max(binding.leaseDeadlines[token] ?? sentAt, sentAt + options.lease)
+                    binding.renewalFailing.remove(token)
                     lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
                 case .success(false):
                     // Another owner holds the record: stop the effect if it has not committed. The
@@ -472,6 +473,7 @@ extension PluginLane {
                     binding.logger.error("lease lost while the effect ran; cancelling it", metadata: ["record": "\(key)"])
                     _ = lane.cancelExecution(token, reason: .evicted, shard: shard)
                 case .failure:
+                    binding.renewalFailing.insert(token)
                     lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard, retrying: true)
                 }
             }
@@ -532,6 +534,7 @@ extension PluginLane {
         binding.leases[token] = nil
         binding.leaseDeadlines[token] = nil
         binding.lost.remove(token)
+        binding.renewalFailing.remove(token)
         binding.heartbeats.removeValue(forKey: token)?.cancel()
     }
 
@@ -591,12 +594,19 @@ extension PluginLane {
     }
 
     /// Why execution `token`, which holds a shared lease, may not commit now: the store said
-    /// another owner took the record, or less than a third of the lease is left by this
-    /// process's clock. `nil` when it may (or holds no shared lease).
+    /// another owner took the record; or the lease cannot be renewed now (the store's connection
+    /// is lost, or its last renewal got no answer), so it may run out before the effect's change
+    /// lands and another instance take the record over; or less than a third of the lease is
+    /// left by this process's clock. `nil` when it may (or holds no shared lease).
     func sharedLeaseRefusal(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
         guard let binding = shared, binding.leases[token] != nil, let options = binding.idempotency else { return nil }
         if binding.lost.contains(token) {
             return CommitRefusal(code: .leaseLost, message: "another owner holds the record now", value: "\(token.rawValue)")
+        }
+        if !binding.store.isReachable(on: shard.loop) || binding.renewalFailing.contains(token) {
+            return CommitRefusal(
+                code: .leaseNotSafe, message: "the store cannot be reached, so the lease cannot be renewed",
+                value: binding.store.address)
         }
         let deadline = binding.leaseDeadlines[token] ?? .zero
         let left = deadline - shard.clock.now

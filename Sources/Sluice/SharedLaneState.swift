@@ -46,6 +46,9 @@ final class SharedLaneState<Output: Sendable> {
     var polls: [EventToken: any GateTimer] = [:]
     /// Executions whose lease the store said another owner holds now.
     var lost: Set<EventToken> = []
+    /// Executions whose last renewal failed (the store did not answer): their lease may run out
+    /// before the store can be asked again.
+    var renewalFailing: Set<EventToken> = []
     /// When each held lease runs out at the latest, by this process's clock: the instant its
     /// claim or last successful renewal was sent, plus the lease.
     var leaseDeadlines: [EventToken: Instant] = [:]

@@ -71,10 +71,17 @@ public protocol SharedStore: Sendable {
 
     /// Where the store is, for log lines (a Redis server's address); the type's name by default.
     var address: String { get }
+
+    /// Whether a call made now from `loop` can reach the store, as far as this process knows
+    /// (`false` once its connection is lost, until it is made again); read on `loop`. The
+    /// commit guard refuses to commit under a lease that cannot be renewed. `true` by default.
+    func isReachable(on loop: EventLoop) -> Bool
 }
 
 extension SharedStore {
     public var address: String { "\(Self.self)" }
+
+    public func isReachable(on loop: EventLoop) -> Bool { true }
 }
 
 /// A plugin's key in a shared store: the plugin's name and the full key (or idempotency record),

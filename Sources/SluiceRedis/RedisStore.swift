@@ -86,6 +86,12 @@ public final class RedisStore: SharedStore {
         connections[ObjectIdentifier(loop)]?.isConnected ?? false
     }
 
+    /// Whether the connection of `loop` is usable now: a lost connection (Redis killed,
+    /// restarting) makes the commit guard refuse, since the lease cannot be renewed.
+    public func isReachable(on loop: EventLoop) -> Bool {
+        isConnected(on: loop)
+    }
+
     // MARK: - Keys
 
     func key(_ key: StoreKey, _ kind: String) -> [UInt8] {
