@@ -1339,7 +1339,10 @@ def probe_nonreading(ctx):
         poller.register(s, select.POLLOUT)
     deadline = time.monotonic() + ctx.n(90, 45)
     closed_by_server = 0
+    peak = [0, 0]
+    sample = unread_sample(ctx, peak)
     while not all(done) and time.monotonic() < deadline:
+        sample()
         for fd, _ in poller.poll(200):
             i = index_of[fd]
             if done[i]:
@@ -1368,6 +1371,9 @@ def probe_nonreading(ctx):
     ctx.note(f"{count} conns, {sum(sent) / count / MiB:.1f} MiB sent each, RSS +{per_connection / KiB:.0f} KiB/conn")
     if closed_by_server:
         ctx.note(f"{closed_by_server} closed by the server")
+    # The bytes the server has not read sit in the kernel's socket buffers, host memory the
+    # control connections share: read their latencies against it.
+    report_tcp_memory(ctx, peak)
     ctx.check(per_connection <= 256 * KiB,
               f"a non-reading connection pins {per_connection / KiB:.0f} KiB (limit 256)")
     for s in socks:
@@ -2964,6 +2970,52 @@ def probe_port_taken(ctx):
              f"exit {attempts['http']['code']} in {attempts['http']['seconds']}s; --reuse-port x2: listening "
              f"{sum(reuse.get('listening', []))}/2, {reuse.get('pongs')}/{REUSE_PINGS} PONG, "
              f"exit {reuse.get('exit_codes')}")
+
+
+HTTP_IDLE_KIB = 16          # http-idle: what an idle keep-alive connection may cost the server
+
+
+@probe(21, "http-idle", "thousands of idle keep-alive HTTP connections", http=True,
+       nofile=lambda config: config.idle_count + 1024)
+def probe_http_idle(ctx):
+    count = ctx.config.idle_count
+    warm = 200
+    request = http_bytes(b"GET", b"/healthz")
+
+    def open_answered(n):
+        """`n` keep-alive connections, each with one request answered: idle, kept open."""
+        conns = []
+        for _ in range(n):
+            c = HTTPConn(ctx.http_port, timeout=10)
+            c.sock.sendall(request)
+            conns.append(c)
+        bad = 0
+        for c in conns:
+            try:
+                if c.read_response(timeout=10).status != 200:
+                    bad += 1
+            except (OSError, EOFError, TimeoutError):
+                bad += 1
+        return conns, bad
+
+    # A first batch settles the allocator's arenas, so the measure below is the connections'.
+    warmed, bad_warm = open_answered(warm)
+    time.sleep(1)
+    before = rss_bytes(ctx.pid)
+    conns, bad = open_answered(count)
+    time.sleep(1)
+    after = rss_bytes(ctx.pid)
+    ctx.check(bad + bad_warm == 0, f"{bad + bad_warm} connections got no 200 to GET /healthz")
+    held = http_connections(ctx.http_port)
+    ctx.check(held == count + warm + 2, f"/metrics counts {held} HTTP connections with {count + warm} idle")
+    per_kib = (after - before) / 1024 / count
+    ctx.details.update(connections=count, rss_before_mib=round(before / 2**20, 1),
+                       rss_after_mib=round(after / 2**20, 1), rss_per_connection_kib=round(per_kib, 2))
+    ctx.check(per_kib < HTTP_IDLE_KIB, f"an idle keep-alive connection costs {per_kib:.1f} KiB (limit {HTTP_IDLE_KIB})")
+    ctx.note(f"{count} idle keep-alive connections: RSS +{(after - before) / 2**20:.1f} MiB, "
+             f"{per_kib:.2f} KiB each (limit {HTTP_IDLE_KIB})")
+    for c in conns + warmed:
+        c.close()
 
 
 # --------------------------------------------------------------------------------------------
