@@ -4,7 +4,7 @@ import SluiceLibevent
 /// A payment processor's book of charges, kept by record identity as a good provider keeps
 /// them by idempotency key: the downstream end that makes a charge exactly-once.
 ///
-/// For each record (``EffectRecord/downstreamKey``) it keeps the charge made and the greatest
+/// For each record (`EffectRecord.downstreamKey`) it keeps the charge made and the greatest
 /// fence it has seen. A call whose fence is smaller than that is refused as stale, charging
 /// nothing (its owner was replaced: another instance took the record over); a call for a record
 /// already charged returns that charge; otherwise it records the new charge. Checking and
@@ -20,7 +20,7 @@ public protocol ChargeLedger: Sendable {
 
 /// One call to a ``ChargeLedger``.
 public struct LedgerCall: Sendable, Hashable {
-    /// The record's identity (``EffectRecord/downstreamKey``): the provider's idempotency key.
+    /// The record's identity (`EffectRecord.downstreamKey`): the provider's idempotency key.
     public let record: String
     /// The fence of the caller's claim.
     public let fence: FencingToken

@@ -5,13 +5,13 @@ import Synchronization
 /// record identity in a ``ChargeLedger`` and checks the caller's fence.
 ///
 /// A charge waits `latency` (cancellable), passes the commit guard
-/// (``EffectContext/commit()``), which hands it the payment's record and fence, then asks the
+/// (`EffectContext.commit()`), which hands it the payment's record and fence, then asks the
 /// ledger: a new record is charged (`payments` counts it); a record charged before gets that
 /// charge back (``PaymentOutcome/alreadyCharged(_:)``, answered as a replay; `returned` counts
-/// it); a stale fence charges nothing (`stale` counts it) and throws ``CommitRefusal`` with code
-/// ``CommitRefusal/Code/staleFence``, so that the gate answers the caller with the record's
+/// it); a stale fence charges nothing (`stale` counts it) and throws `CommitRefusal` with code
+/// `CommitRefusal.Code.staleFence`, so that the gate answers the caller with the record's
 /// result once its current owner stores it. A ledger that does not answer throws
-/// ``CommitRefusal/Code/downstreamUnavailable``: the caller is told to retry, which the ledger
+/// `CommitRefusal.Code.downstreamUnavailable`: the caller is told to retry, which the ledger
 /// makes safe. Amounts at or above `declineAtOrAbove` are declined with `amount-limit`,
 /// without a ledger entry (a decline changes nothing).
 ///

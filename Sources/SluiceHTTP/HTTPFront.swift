@@ -7,7 +7,7 @@ import SluiceLibevent
 import Synchronization
 
 /// The HTTP/1.1 front: Sluice's own server on the gate's loops (a listener per loop, sharing
-/// the port; each connection a bounded ``TCPConnection`` read by a strict
+/// the port; each connection a bounded `TCPConnection` read by a strict
 /// ``HTTPRequestParser``), routing each request through its ``HTTPCodec`` to the gate, and
 /// answering `/echo` (limited per connection), `/metrics` (Prometheus text, from the renderer it
 /// is given) and `/healthz` (503 while the gate drains) itself. Every error is an RFC 9457
@@ -131,7 +131,7 @@ public final class HTTPFront: Service, Sendable {
         connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
     }
 
-    /// When the front last received a request (see ``RequestActivity``).
+    /// When the front last received a request (see `RequestActivity`).
     public let activity = RequestActivity()
 
     func countRequest(at instant: Instant) {

@@ -21,7 +21,7 @@ import Darwin
 ///   reads again at the low watermark (a peer that does not read cannot make it buffer more);
 /// - the process's budget: every connection reports the buffer memory it holds to its
 ///   ``ConnectionAccounting``; while the total is over the budget, the connections holding
-///   more than a little (``budgetFloor``) stop reading, so that the clients that fill it wait
+///   more than a little (16 KiB) stop reading, so that the clients that fill it wait
 ///   and the others are still served;
 /// - time: a frame the handler times (``timeFrame(_:restart:)``) must complete in time; a
 ///   connection that sends nothing, or takes none of its pending output, for the idle timeout
@@ -597,7 +597,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     static let budgetFloor = 16 << 10
 
     /// Reports the memory this connection's buffers hold to the accounting's total; while the
-    /// total is over the budget, a connection holding more than ``budgetFloor`` stops reading
+    /// total is over the budget, a connection holding more than 16 KiB stops reading
     /// its socket until the total is back under it (its loop checks every few milliseconds,
     /// one timer for all its waiting connections). What it has read is still handed over.
     private func accountBuffers() {

@@ -111,7 +111,7 @@ public final class LineServer: Service, Sendable {
         connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
     }
 
-    /// When the front last received a request (see ``RequestActivity``).
+    /// When the front last received a request (see `RequestActivity`).
     public let activity = RequestActivity()
 
     func countRequest(at instant: Instant) {
