@@ -520,6 +520,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         for timer in Array(loopOnly.armedTimers.values) {
             disarm(timer)
         }
+        dropConnectionQueues()
         event_del(wakeEvent)
         event_free(wakeEvent)
         event_del(yieldEvent)

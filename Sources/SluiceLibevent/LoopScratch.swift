@@ -25,6 +25,15 @@ final class LoopScratch {
     /// How many times the budget timer has fired.
     var budgetChecks = 0
 
+    /// Connections that used up their turn, or read a full buffer (so more is waiting): the
+    /// loop serves them in this order, a bounded slice of time per pass, after the sockets that
+    /// became ready (see `EventLoop.waitForTurn(_:)`).
+    var turnWaiters: [TCPConnection] = []
+    /// The first waiter not served yet.
+    var turnHead = 0
+    /// Whether a pass over the waiters is due.
+    var turnPassArmed = false
+
     init(readSize: Int) {
         read = .allocate(byteCount: readSize, alignment: 16)
         stagingStorage = .allocate(capacity: 1)

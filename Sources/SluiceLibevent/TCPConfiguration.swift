@@ -38,9 +38,11 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var maximumBufferedInput: Int
     /// How long one connection's lines may be handled in a row before the loop turns to its
     /// other connections: past it, the rest of what the connection sent waits (and reading
-    /// pauses) for the loop's next pass. A pass over busy connections then lasts about this
-    /// times their number, so one client's pipelined flood delays another's request by no
-    /// more than that. `nil` hands over everything read at once.
+    /// pauses) in the loop's queue of busy connections, as does a connection whose read filled
+    /// the read buffer. Each pass of the loop serves the sockets that became ready, then that
+    /// queue for about a millisecond, so a request from a client that sends a little waits
+    /// about that long behind any number of pipelined floods, and the floods take turns.
+    /// `nil` hands over everything read at once.
     public var turnDuration: Duration?
     /// Whether to share the port with other processes' sockets (`SO_REUSEPORT`): the kernel then
     /// spreads new connections over every process listening on it, and each keeps its own

@@ -23,6 +23,10 @@ import Darwin
 ///   ``ConnectionAccounting``; while the total is over the budget, the connections holding
 ///   more than a little (16 KiB) stop reading, so that the clients that fill it wait
 ///   and the others are still served;
+/// - turns: a connection with more to do than one turn (its handler yielded, or its read
+///   filled the read buffer) waits in the loop's queue of busy connections, served a slice of
+///   time per pass after the sockets that became ready, so it delays the others by no more
+///   than that slice;
 /// - time: a frame the handler times (``timeFrame(_:restart:)``) must complete in time; a
 ///   connection that sends nothing, or takes none of its pending output, for the idle timeout
 ///   is closed.
@@ -336,15 +340,31 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     /// handled input for ``TCPConfiguration/turnDuration`` and more is left.
     public func yieldTurn() {
         loop.assertInEventLoop()
+        waitForTurn()
+    }
+
+    /// Stops reading and joins the loop's queue of connections that have more to do than one
+    /// turn: the loop serves that queue a bounded slice of time per pass, so that connections
+    /// sending a little are answered between the turns of those sending much.
+    private func waitForTurn() {
         guard isOpen, !state.pointee.pausedForTurn else { return }
         state.pointee.pausedForTurn = true
         updateReading()
-        _ = loop.schedule(after: .zero) { [self] in
-            guard state.pointee.pausedForTurn else { return }
-            state.pointee.pausedForTurn = false
-            guard isOpen else { return }
-            updateReading()
-            if !readingPaused { offerInput() }
+        loop.waitForTurn(self)
+    }
+
+    /// The loop's queue has come to this connection: it handles the input it left, or reads
+    /// again (and rejoins the queue if it again has more than a turn's worth).
+    func resumeTurn() {
+        guard state.pointee.pausedForTurn else { return }
+        state.pointee.pausedForTurn = false
+        guard isOpen else { return }
+        updateReading()
+        guard !readingPaused else { return }
+        if !state.pointee.input.isEmpty {
+            offerInput()
+        } else if !socketReadingPaused, !state.pointee.inputEnded {
+            readable()
         }
     }
 
@@ -453,6 +473,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 state.pointee.input.commit(result)
                 offerInput()
             }
+            // A full read: the peer has likely sent more. It is read from the loop's queue of
+            // busy connections, not as soon as the socket is ready again.
+            if result == count { waitForTurn() }
             return
         }
         if result == 0 {

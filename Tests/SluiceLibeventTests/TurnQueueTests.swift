@@ -1,0 +1,86 @@
+import SluiceCore
+import SluiceLibevent
+import SluiceTestSupport
+import Synchronization
+import Testing
+
+/// What the busy and light connections of one test share.
+private final class TurnLog: Sendable {
+    /// Turns the busy connections have taken.
+    let busyTurns = Atomic<Int>(0)
+    /// `busyTurns` just before the light client sent its latest ping.
+    let turnsBeforePing = Atomic<Int>(0)
+    /// For each ping, how many busy turns ran between its sending and its handling.
+    let gaps = Mutex<[Int]>([])
+}
+
+/// A connection whose first byte is `B` is busy: each call works for 200 µs, consumes 1 KiB
+/// and yields its turn. One whose first byte is `L` is light: each call notes how many busy
+/// turns ran since its ping was sent and answers `ok`.
+private final class TurnHandler: TCPConnectionHandler {
+    private let log: TurnLog
+    private var busy: Bool?
+
+    init(log: TurnLog) { self.log = log }
+
+    func connectionOpened(_ connection: TCPConnection) {}
+
+    func connection(_ connection: TCPConnection, received bytes: UnsafeRawBufferPointer) -> Int {
+        if busy == nil, let first = bytes.first { busy = first == UInt8(ascii: "B") }
+        guard let busy else { return 0 }
+        if busy {
+            let ends = EventLoop.monotonicNow() + .microseconds(200)
+            while EventLoop.monotonicNow() < ends {}
+            log.busyTurns.add(1, ordering: .sequentiallyConsistent)
+            connection.yieldTurn()
+            return min(1024, bytes.count)
+        }
+        let gap = log.busyTurns.load(ordering: .sequentiallyConsistent) - log.turnsBeforePing.load(ordering: .sequentiallyConsistent)
+        log.gaps.withSanitizedLock { $0.append(gap) }
+        _ = Array("ok\n".utf8).withUnsafeBytes { connection.write($0) }
+        return bytes.count
+    }
+
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
+}
+
+@Suite struct TurnQueueTests {
+    /// 100 connections each with more than a turn's work, one connection that sends a little:
+    /// the loop serves the busy ones a bounded slice of time per pass, then polls its sockets,
+    /// so the light one waits a few turns, not one turn of every busy connection (100 turns,
+    /// 20 ms, when every busy connection took its turn in each pass). Counted in turns, not
+    /// timed: a slower machine makes fewer turns fit a slice, not more.
+    @Test func aLightConnectionWaitsAFewTurnsNotOneTurnOfEveryBusyConnection() async throws {
+        let group = try EventLoopGroup(loopCount: 1, namePrefix: "turn-queue")
+        defer { group.shutdownGracefully() }
+        let log = TurnLog()
+        let server = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0)) { _ in
+            TurnHandler(log: log)
+        }
+        let light = try LineClient(port: server.port, timeoutSeconds: 20)
+        let busyCount = 100
+        // 128 KiB each: 128 turns of 1 KiB, longer than the test's pings by far.
+        let load = [UInt8(ascii: "B")] + [UInt8](repeating: UInt8(ascii: "x"), count: 128 << 10)
+        var busy: [LineClient] = []
+        for _ in 0..<busyCount {
+            let client = try LineClient(port: server.port, timeoutSeconds: 20)
+            try client.send(load)
+            busy.append(client)
+        }
+        // Every busy connection has had a turn or two: they all cycle through the loop's queue.
+        try await pollUntil(seconds: 20) { log.busyTurns.load(ordering: .relaxed) >= 2 * busyCount }
+        for ping in 0..<5 {
+            log.turnsBeforePing.store(log.busyTurns.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+            try light.send(ping == 0 ? "Lp" : "p")
+            #expect(try await light.readLine() == "ok")
+        }
+        let gaps = log.gaps.withSanitizedLock { $0 }
+        #expect(gaps.count == 5)
+        // A slice of 1 ms holds about 5 busy turns; the pass under way when the ping arrives
+        // may have just begun, and the connections the last pass resumed take one turn each.
+        #expect(gaps.allSatisfy { $0 <= 30 }, "busy turns between a ping and its handling: \(gaps)")
+        // The busy connections were still busy when the last ping was handled.
+        #expect(log.busyTurns.load(ordering: .relaxed) < busyCount * 128)
+        _ = busy
+    }
+}
