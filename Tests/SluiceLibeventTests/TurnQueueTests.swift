@@ -14,9 +14,10 @@ private final class TurnLog: Sendable {
     let gaps = Mutex<[Int]>([])
 }
 
-/// A connection whose first byte is `B` is busy: each call works for 200 µs, consumes 1 KiB
-/// and yields its turn. One whose first byte is `L` is light: each call notes how many busy
-/// turns ran since its ping was sent and answers `ok`.
+/// A connection whose first byte is `B` is busy for ever: each call works for 200 µs, consumes
+/// nothing and yields its turn (a connection with more work than any turn). One whose first
+/// byte is `L` is light: each call notes how many busy turns ran since its ping was sent and
+/// answers `ok`.
 private final class TurnHandler: TCPConnectionHandler {
     private let log: TurnLog
     private var busy: Bool?
@@ -33,7 +34,7 @@ private final class TurnHandler: TCPConnectionHandler {
             while EventLoop.monotonicNow() < ends {}
             log.busyTurns.add(1, ordering: .sequentiallyConsistent)
             connection.yieldTurn()
-            return min(1024, bytes.count)
+            return 0
         }
         let gap = log.busyTurns.load(ordering: .sequentiallyConsistent) - log.turnsBeforePing.load(ordering: .sequentiallyConsistent)
         log.gaps.withSanitizedLock { $0.append(gap) }
@@ -59,15 +60,15 @@ private final class TurnHandler: TCPConnectionHandler {
         }
         let light = try LineClient(port: server.port, timeoutSeconds: 20)
         let busyCount = 100
-        // 128 KiB each: 128 turns of 1 KiB, longer than the test's pings by far.
-        let load = [UInt8(ascii: "B")] + [UInt8](repeating: UInt8(ascii: "x"), count: 128 << 10)
+        let load = Array("Busy".utf8)
         var busy: [LineClient] = []
         for _ in 0..<busyCount {
             let client = try LineClient(port: server.port, timeoutSeconds: 20)
             try client.send(load)
             busy.append(client)
         }
-        // Every busy connection has had a turn or two: they all cycle through the loop's queue.
+        // Every busy connection has had a turn or two: they all cycle through the loop's queue,
+        // and keep doing so until the server shuts down.
         try await pollUntil(seconds: 20) { log.busyTurns.load(ordering: .relaxed) >= 2 * busyCount }
         for ping in 0..<5 {
             log.turnsBeforePing.store(log.busyTurns.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
@@ -79,8 +80,6 @@ private final class TurnHandler: TCPConnectionHandler {
         // A slice of 1 ms holds about 5 busy turns; the pass under way when the ping arrives
         // may have just begun, and the connections the last pass resumed take one turn each.
         #expect(gaps.allSatisfy { $0 <= 30 }, "busy turns between a ping and its handling: \(gaps)")
-        // The busy connections were still busy when the last ping was handled.
-        #expect(log.busyTurns.load(ordering: .relaxed) < busyCount * 128)
         _ = busy
     }
 }
