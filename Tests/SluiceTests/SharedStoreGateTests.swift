@@ -280,7 +280,13 @@ import Testing
         let retry = PaymentPlugin.Payment(key: "acct", idem: "cancelled", amount: 3, concurrent: .reject)
         let ran = await fleet.b.gate.start(fleet.b.gate.request(payB, retry))
         try await pollUntil { fleet.store.calls >= 3 }
-        await fleet.advance(by: .seconds(5))
+        // The charge's 5 s sleep is armed once its task has run on the loop: move the clock in
+        // steps until it has charged (one 5 s step taken before the sleep was armed would leave
+        // it waiting for ever).
+        for _ in 0..<20 where processor.charges.current == 0 {
+            await fleet.settle()
+            await fleet.advance(by: .seconds(1))
+        }
         #expect(await ran.outcome.kind == "ran")
         #expect(processor.charges.current == 1)
     }
