@@ -19,18 +19,23 @@ struct RedisInstancesTests {
 
         init(redis: RedisServerProcess, _ arguments: [String]) async throws {
             try #require(FileManager.default.isExecutableFile(atPath: HTTPShutdownTests.echoServerURL.path))
-            port = try #require(freeLoopbackPort())
             // Redis answers within the default 200 ms on an idle machine, not always under a
             // sanitizer with the rest of the suite running: a slow answer would count as an
             // outage (ERR unavailable). A test about outages passes its own timeout.
             let timeout = arguments.contains("--redis-timeout-ms") ? [] : ["--redis-timeout-ms", "5000"]
+            // The line port is the kernel's pick, read from the server's log: a port found free
+            // beforehand could be taken by another test's server before this one binds it.
             process = try ChildProcess(
                 HTTPShutdownTests.echoServerURL.path,
-                ["--port", String(port), "--http-port", "0", "--loops", "2", "--redis", redis.url(), "--instances", "2"]
+                ["--port", "0", "--http-port", "0", "--loops", "2", "--redis", redis.url(), "--instances", "2"]
                     + timeout + arguments,
                 captureErrorOutput: true)
-            let port = self.port
-            try await pollUntil { (try? LineClient(port: port)) != nil }
+            let errors = try #require(process.errorOutput)
+            let line = try await errors.waitForLine(containing: "[SluiceLineProtocol] listening")
+            guard let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+                throw LineClient.Failure(description: "no port in: \(line)")
+            }
+            self.port = port
         }
 
         func client() throws -> LineClient { try LineClient(port: port) }

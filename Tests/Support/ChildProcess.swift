@@ -74,8 +74,14 @@ public final class ChildProcess: @unchecked Sendable {
         var child: pid_t = 0
         let argv = ([path] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
+        let envp = Self.childEnvironment.map { strdup($0) }
+        defer { envp.forEach { free($0) } }
         let failure = (argv + [nil]).withUnsafeBufferPointer { arguments in
-            sluice_test_spawn(path, arguments.baseAddress!, environ, captureStandardOutput ? pipeEnds[1] : -1, pipeEnds[1], &child)
+            (envp + [nil]).withUnsafeBufferPointer { environment in
+                sluice_test_spawn(
+                    path, arguments.baseAddress!, environment.baseAddress!, captureStandardOutput ? pipeEnds[1] : -1,
+                    pipeEnds[1], &child)
+            }
         }
         if captureErrorOutput { close(pipeEnds[1]) }
         guard failure == 0 else {
@@ -89,6 +95,26 @@ public final class ChildProcess: @unchecked Sendable {
     deinit {
         stop()
     }
+
+    /// What LeakSanitizer must not report in a child built with `--sanitize=address` (a
+    /// `sluice-echo` the tests start): a Swift object that is still alive when the process exits
+    /// and was once weakly referenced keeps a side table, and once the weak references are gone
+    /// only the object's reference-count field points to it, shifted and tagged, which
+    /// LeakSanitizer cannot read as a pointer. The side table is reported as a direct leak,
+    /// allocated in `formWeakReference`; the object itself, if leaked, is still reported.
+    static let childLeakSuppressions = "leak:formWeakReference\n"
+
+    /// This process's environment, with ``childLeakSuppressions`` added to `LSAN_OPTIONS`
+    /// (written to a file once: LeakSanitizer reads suppressions from a file only).
+    static let childEnvironment: [String] = {
+        var environment = ProcessInfo.processInfo.environment
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-child-lsan-\(getpid()).supp")
+        if (try? childLeakSuppressions.write(to: file, atomically: true, encoding: .utf8)) != nil {
+            let existing = environment["LSAN_OPTIONS"].map { $0 + ":" } ?? ""
+            environment["LSAN_OPTIONS"] = existing + "suppressions=\(file.path)"
+        }
+        return environment.map { "\($0.key)=\($0.value)" }
+    }()
 
     /// How it ended, if it has (reaps it without waiting).
     public var termination: Termination? {
@@ -205,13 +231,18 @@ public final class CapturedOutput: @unchecked Sendable {
         return found ?? ""
     }
 
-    /// The first lines of every report a sanitizer wrote (a child built with `--sanitize`
-    /// reports there, not in the test's own output): empty when there is none.
+    /// Every report a sanitizer wrote (a child built with `--sanitize` reports there, not in
+    /// the test's own output), each its first line and up to 40 lines of stacks after it, so
+    /// that a failed run shows where: empty when there is none.
     public var sanitizerReports: [String] {
-        text.split(separator: "\n").filter { line in
-            line.contains("WARNING: ThreadSanitizer") || line.contains("ERROR: AddressSanitizer")
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        return lines.indices.filter { index in
+            let line = lines[index]
+            return line.contains("WARNING: ThreadSanitizer") || line.contains("ERROR: AddressSanitizer")
                 || line.contains("ERROR: LeakSanitizer") || line.contains("runtime error:")
-        }.map(String.init)
+        }.map { index in
+            lines[index..<min(index + 41, lines.endIndex)].joined(separator: "\n")
+        }
     }
 
     /// Blocks this thread until the output has ended (the child has exited), for up to

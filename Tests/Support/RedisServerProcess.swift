@@ -68,19 +68,26 @@ public final class RedisServerProcess: @unchecked Sendable {
     ///   start, or it does not answer in time.
     public static func start(persistent: Bool = false, seconds: Int = 10) async throws -> RedisServerProcess {
         guard let executable = executablePath else { throw Failure("redis-server is not installed") }
-        guard let port = freeLoopbackPort() else { throw Failure("no free loopback port") }
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("sluice-redis-\(port)-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let server = RedisServerProcess(executable: executable, port: port, directory: directory, persistent: persistent)
-        do {
-            try server.launch()
-            try await server.waitUntilReady(seconds: seconds)
-        } catch {
-            server.stop()
-            throw error
+        // redis-server takes its port as an option: a port found free can be taken by another
+        // test's server before Redis binds it, and Redis then exits. Three tries, each with a
+        // port of its own.
+        var lastError: any Error = Failure("no free loopback port")
+        for _ in 0..<3 {
+            guard let port = freeLoopbackPort() else { continue }
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("sluice-redis-\(port)-\(UUID().uuidString)", isDirectory: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let server = RedisServerProcess(executable: executable, port: port, directory: directory, persistent: persistent)
+            do {
+                try server.launch()
+                try await server.waitUntilReady(seconds: seconds)
+                return server
+            } catch {
+                server.stop()
+                lastError = error
+            }
         }
-        return server
+        throw lastError
     }
 
     private init(executable: String, port: Int, directory: URL, persistent: Bool) {
