@@ -47,6 +47,13 @@ struct ExactlyOnceFaultTests {
         Issue.record("\(account)/\(idem) never settled on port \(instance.port)")
     }
 
+    /// How many payment records the store holds whose idempotency key matches `pattern` (a
+    /// `KEYS` glob), for the accounts `acct…` these tests pay from.
+    static func records(in store: RedisServerProcess, matching pattern: String) async throws -> Int {
+        let count = try await store.command(["EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "sluice:{pay:*:acct*\(pattern)}:r"])
+        return count.flatMap { Int($0) } ?? 0
+    }
+
     /// How many records the ledger holds (charges made, one per record).
     static func ledgerEntries(_ ledger: RedisServerProcess) async throws -> Int {
         let count = try await ledger.command(["EVAL", "return #redis.call('KEYS', 'ledger:*')", "0"])
@@ -82,7 +89,10 @@ struct ExactlyOnceFaultTests {
                     }
                 }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(200))
+                    // Redis goes down once payments of the round run (their records exist), and
+                    // stays down 3 s: the fault's length, twice the lease, not a wait for
+                    // anything.
+                    try await pollUntil { try await Self.records(in: store, matching: "r\(round)-*") > 0 }
                     store.kill()
                     try await Task.sleep(for: .seconds(3))
                     try await store.restart()
@@ -121,6 +131,8 @@ struct ExactlyOnceFaultTests {
             try await Self.payUntilCharged(a, account: "acct", idem: "stopped", amount: 25, tally: ownerTally, seconds: 30)
         }
         try await pollUntil { try await store.command(["EXISTS", "sluice:{pay:4:acctstopped}:r"]) == "1" }
+        // The fault as the scenario states it, on real time: the owner stops 0.3 s into its
+        // payment (after its first renewal) and stays stopped 3 s, past its 900 ms lease.
         try await Task.sleep(for: .milliseconds(300))
         a.process.signal(SIGSTOP)
         let other = Task {
@@ -170,7 +182,8 @@ struct ExactlyOnceFaultTests {
                 try await group.waitForAll()
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Redis loses its data while the ten run: once all of them hold their records.
+        try await pollUntil { try await Self.records(in: store, matching: "running-*") == 10 }
         try await store.restart()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<10 {

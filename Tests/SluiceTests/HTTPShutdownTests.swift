@@ -116,10 +116,6 @@ import Glibc
 
     /// Reads the server's log until it says where HTTP listens.
     static func httpPort(from output: CapturedOutput) async throws -> Int {
-        let line = try await output.waitForLine(containing: "listening (HTTP)")
-        guard let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
-            throw LineClient.Failure(description: "no port in: \(line)")
-        }
-        return port
+        try await output.waitForPort(listening: "listening (HTTP)")
     }
 }

@@ -31,11 +31,7 @@ struct RedisInstancesTests {
                     + timeout + arguments,
                 captureErrorOutput: true)
             let errors = try #require(process.errorOutput)
-            let line = try await errors.waitForLine(containing: "[SluiceLineProtocol] listening")
-            guard let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
-                throw LineClient.Failure(description: "no port in: \(line)")
-            }
-            self.port = port
+            port = try await errors.waitForPort(listening: "[SluiceLineProtocol] listening")
         }
 
         func client() throws -> LineClient { try LineClient(port: port) }

@@ -231,6 +231,18 @@ public final class CapturedOutput: @unchecked Sendable {
         return found ?? ""
     }
 
+    /// The port of the first line containing `fragment` (a server's "listening" log line, with
+    /// `port=<n>` in its metadata), waiting up to `seconds` for it.
+    ///
+    /// - Throws: ``LineClient/Failure`` when the line has no port.
+    public func waitForPort(listening fragment: String, seconds: Int = 20) async throws -> Int {
+        let line = try await waitForLine(containing: fragment, seconds: seconds)
+        guard let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+            throw LineClient.Failure(description: "no port in: \(line)")
+        }
+        return port
+    }
+
     /// Every report a sanitizer wrote (a child built with `--sanitize` reports there, not in
     /// the test's own output), each its first line and up to 40 lines of stacks after it, so
     /// that a failed run shows where: empty when there is none.
