@@ -1,0 +1,208 @@
+/// An ordered chain of limit stages (GCRA rate limits and concurrency limits), each over its own
+/// keys, decided all-or-nothing: a request passes every stage or takes nothing from any.
+///
+/// A pure state machine, like every policy here: the caller passes `now` and the request's key
+/// for each stage, and gets a ``ChainAdmission``.
+///
+/// - A request is admitted when every stage admits it (a stage in shadow mode always does, and
+///   counts what it would have refused).
+/// - When stage *k* refuses, stages 1…*k*−1 give back exactly this request's own part: its cost
+///   is subtracted from each GCRA state (never an earlier state restored, so what other requests
+///   spent in between is kept) and each concurrency slot it took is freed. Stage *k* itself took
+///   nothing, and the stages after it were not asked.
+/// - An admitted request holds its concurrency slots until ``release(_:keys:)``; its GCRA units
+///   are spent (``rollBack(_:keys:cost:now:)`` gives them back, when the runtime then refuses the
+///   request for another reason).
+/// - A key a stage's table cannot hold (a concurrency table full of keys in flight, a key larger
+///   than the budget) makes the request ``ChainAdmission/Result/busy(stage:)``, rolled back the
+///   same way.
+public struct LimitChain<Key: Hashable> {
+    /// Where a stage's table is: in `rates` or in `slots`, at `index`.
+    @usableFromInline
+    enum Place: Hashable, Sendable {
+        case rate(Int)
+        case concurrency(Int)
+    }
+
+    /// The stages, in order.
+    public let stages: [ChainStage]
+    @usableFromInline let places: [Place]
+    @usableFromInline var rates: [RateLimitTable<Key>] = []
+    @usableFromInline var slots: [ConcurrencyLimitTable<Key>] = []
+
+    /// The most stages a chain has.
+    public static var maximumStages: Int { 16 }
+
+    /// A chain of `stages`, each keeping its keys within `budget`.
+    ///
+    /// - Throws: ``SluiceError/Code/invalidOption`` for more than ``maximumStages`` stages, two
+    ///   stages with one name, or a budget that holds no key.
+    public init(stages: [ChainStage], budget: MemoryBudget) throws(SluiceError) {
+        guard stages.count <= Self.maximumStages else {
+            throw .invalidOption("A chain has at most \(Self.maximumStages) stages.", value: stages.count)
+        }
+        var names = Set<String>()
+        var places: [Place] = []
+        for stage in stages {
+            guard names.insert(stage.name).inserted else {
+                throw .invalidOption("Two stages of a chain share a name.", value: stage.name)
+            }
+            switch stage.limit {
+            case .rate(let options):
+                places.append(.rate(rates.count))
+                rates.append(try RateLimitTable(options: options, budget: budget))
+            case .concurrency(let limit):
+                places.append(.concurrency(slots.count))
+                slots.append(try ConcurrencyLimitTable(limit: limit, budget: budget))
+            }
+        }
+        self.stages = stages
+        self.places = places
+    }
+
+    /// Whether the chain has no stage.
+    @inlinable
+    public var isEmpty: Bool { stages.isEmpty }
+
+    /// Decides about a request of `cost` units whose key for stage *i* is `keys[i]`.
+    ///
+    /// - Precondition: `keys.count == stages.count`.
+    @inlinable
+    public mutating func admit(keys: [Key], cost: Int, now: Instant) -> ChainAdmission {
+        precondition(keys.count == stages.count, "a chain takes one key per stage")
+        var admission = ChainAdmission()
+        admission.verdicts.reserveCapacity(stages.count)
+        for index in places.indices {
+            let verdict: StageVerdict
+            do {
+                verdict = try decide(stage: index, key: keys[index], cost: cost, now: now)
+            } catch {
+                rollBack(admission.hold, keys: keys, cost: cost, now: now)
+                admission.hold = ChainHold()
+                admission.result = .busy(stage: index)
+                return admission
+            }
+            admission.verdicts.append(verdict)
+            if verdict.allowed {
+                admission.hold.insert(index)
+            } else if stages[index].shadow {
+                admission.shadowRefusals.append(index)
+            } else {
+                rollBack(admission.hold, keys: keys, cost: cost, now: now)
+                admission.hold = ChainHold()
+                admission.result = .refused(stage: index)
+                return admission
+            }
+        }
+        return admission
+    }
+
+    @inlinable
+    mutating func decide(stage index: Int, key: Key, cost: Int, now: Instant) throws(SluiceError) -> StageVerdict {
+        switch places[index] {
+        case .rate(let table):
+            return .rate(try rates[table].check(key: key, now: now, quantity: cost))
+        case .concurrency(let table):
+            let taken = try slots[table].acquire(key: key, now: now)
+            return .concurrency(limit: slots[table].limit, inFlight: taken.inFlight, allowed: taken.allowed)
+        }
+    }
+
+    /// Gives back everything `hold` took: each GCRA stage's `cost` (subtracted, see
+    /// ``RateLimitState/refund(quantity:now:options:)``) and each concurrency slot.
+    @inlinable
+    public mutating func rollBack(_ hold: ChainHold, keys: [Key], cost: Int, now: Instant) {
+        guard !hold.isEmpty else { return }
+        for index in places.indices where hold.contains(index) {
+            switch places[index] {
+            case .rate(let table): rates[table].refund(key: keys[index], quantity: cost, now: now)
+            case .concurrency(let table): slots[table].release(key: keys[index])
+            }
+        }
+    }
+
+    /// The execution of an admitted request ended: frees the concurrency slots `hold` took (its
+    /// GCRA units stay spent).
+    @inlinable
+    public mutating func release(_ hold: ChainHold, keys: [Key]) {
+        guard !hold.isEmpty else { return }
+        for index in places.indices where hold.contains(index) {
+            if case .concurrency(let table) = places[index] { slots[table].release(key: keys[index]) }
+        }
+    }
+
+    /// What stage `index` would report for `key` now, without changing anything: a rate stage's
+    /// remaining units and reset time, a concurrency stage's slots in flight.
+    public func peek(stage index: Int, key: Key, now: Instant) -> StageVerdict {
+        switch places[index] {
+        case .rate(let table):
+            let limiter = rates[table]
+            var state = limiter.table.index(of: key).map { limiter.table[$0] } ?? RateLimitState()
+            return .rate(state.check(now: now, options: limiter.options, quantity: 0))
+        case .concurrency(let table):
+            let inFlight = slots[table].inFlight(key: key)
+            return .concurrency(limit: slots[table].limit, inFlight: inFlight, allowed: inFlight < slots[table].limit)
+        }
+    }
+
+    /// Drops up to `maxEntries` idle keys of each stage's table.
+    public mutating func sweep(now: Instant, maxEntries: Int) {
+        for index in rates.indices { rates[index].table.sweepKeepingUp(now: now, minimumEntries: maxEntries) }
+        for index in slots.indices { slots[index].table.sweepKeepingUp(now: now, minimumEntries: maxEntries) }
+    }
+
+    /// Keys held over every stage's table.
+    public var keyCount: Int {
+        rates.reduce(0) { $0 + $1.table.count } + slots.reduce(0) { $0 + $1.table.count }
+    }
+}
+
+/// The stages of a chain whose part a request holds (GCRA units spent, concurrency slots taken).
+public struct ChainHold: Hashable, Sendable {
+    @usableFromInline var bits: UInt32
+
+    /// Nothing held.
+    @inlinable
+    public init() {
+        bits = 0
+    }
+
+    /// Whether stage `index` is held.
+    @inlinable
+    public func contains(_ index: Int) -> Bool { bits & (1 << UInt32(index)) != 0 }
+
+    /// Marks stage `index` held.
+    @inlinable
+    public mutating func insert(_ index: Int) { bits |= 1 << UInt32(index) }
+
+    /// Whether nothing is held.
+    @inlinable
+    public var isEmpty: Bool { bits == 0 }
+}
+
+/// What a ``LimitChain`` decided about one request.
+public struct ChainAdmission: Hashable, Sendable {
+    /// Admitted, or which stage refused.
+    public enum Result: Hashable, Sendable {
+        /// Every stage admitted it (shadow stages that would have refused included).
+        case admitted
+        /// Stage `stage` refused; the stages before it gave back what it took.
+        case refused(stage: Int)
+        /// Stage `stage`'s table could not hold the key; the stages before it gave back what it
+        /// took.
+        case busy(stage: Int)
+    }
+
+    /// The decision.
+    public var result: Result = .admitted
+    /// Each stage's verdict, in order, up to the one that refused (included).
+    public var verdicts: [StageVerdict] = []
+    /// Stages in shadow mode that would have refused it.
+    public var shadowRefusals: [Int] = []
+    /// What the request holds when admitted (nothing otherwise).
+    public var hold = ChainHold()
+
+    /// An admission of a chain without stages.
+    @inlinable
+    public init() {}
+}
