@@ -119,6 +119,18 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("connection-buffers-mib"), help: "Bytes all connections (line and HTTP) may hold in their buffers together, in MiB; over it, connections stop reading until it drains.")
     var connectionBuffersMebibytes = 256
 
+    @Option(name: .customLong("pay-rate"), help: "PAY: new payments allowed per account per --pay-period-ms, sustained (a GCRA stage named pay-rate after the idempotency record; a replay spends nothing). Off by default.")
+    var payRate: Int?
+
+    @Option(name: .customLong("pay-period-ms"), help: "PAY: the period of --pay-rate, in milliseconds.")
+    var payPeriodMilliseconds = 1_000
+
+    @Option(name: .customLong("pay-burst"), help: "PAY: new payments an account may make back to back beyond the first, with --pay-rate (the limit is this plus one).")
+    var payBurst = 0
+
+    @Option(name: .customLong("pay-concurrency"), help: "PAY: payments one account may have running at once (a stage named pay-concurrency after --pay-rate). Off by default.")
+    var payConcurrency: Int?
+
     @Option(name: .customLong("pay-records-per-key"), help: "PAY: new payments one account may open back to back, and as many more per --pay-retention-s; past that its new payments get ERR busy (0: no quota).")
     var payRecordsPerKey = PaymentPlugin.defaultRecordsPerKey
 
@@ -184,6 +196,10 @@ struct SluiceEcho: AsyncParsableCommand {
         try require(maxInFlight >= 1, "--max-in-flight must be at least 1 (got \(maxInFlight))")
         try require(outputHighKibibytes >= 1, "--output-high-kib must be at least 1 (got \(outputHighKibibytes))")
         try require(connectionBuffersMebibytes >= 1, "--connection-buffers-mib must be at least 1 (got \(connectionBuffersMebibytes))")
+        try require(payRate.map { $0 >= 1 } ?? true, "--pay-rate must be at least 1 (got \(payRate ?? 0))")
+        try require(payPeriodMilliseconds >= 1, "--pay-period-ms must be at least 1 (got \(payPeriodMilliseconds))")
+        try require(payBurst >= 0, "--pay-burst must be 0 or more (got \(payBurst))")
+        try require(payConcurrency.map { $0 >= 1 } ?? true, "--pay-concurrency must be at least 1 (got \(payConcurrency ?? 0))")
         try require(payRecordsPerKey >= 0, "--pay-records-per-key must be 0 or more (got \(payRecordsPerKey))")
         try require(limitRate >= 1, "--limit-rate must be at least 1 (got \(limitRate))")
         try require(limitPeriodMilliseconds >= 1, "--limit-period-ms must be at least 1 (got \(limitPeriodMilliseconds))")
@@ -204,6 +220,11 @@ struct SluiceEcho: AsyncParsableCommand {
             try lineConfiguration.validate()
             if httpPort != 0 { try httpConfiguration.validate() }
             _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
+            do {
+                _ = try payLimits()
+            } catch {
+                throw ValidationError("PAY: \(error.message) (got \(error.value))")
+            }
             if let redis { _ = try RedisEndpoint(url: redis) }
             if let processorLedger { _ = try RedisEndpoint(url: processorLedger) }
         } catch let error as GateError {
@@ -241,6 +262,16 @@ struct SluiceEcho: AsyncParsableCommand {
             echoBurst: echoBurst)
     }
 
+    /// PAY's chain after its idempotency record: `pay-rate` (with `--pay-rate`), then
+    /// `pay-concurrency` (with `--pay-concurrency`), both per account.
+    func payLimits() throws(SluiceError) -> [LimitStage<PaymentPlugin.Payment>] {
+        try PaymentPlugin.accountLimits(
+            rate: try payRate.map { rate throws(SluiceError) in
+                try RateLimitOptions(count: rate, per: .milliseconds(payPeriodMilliseconds), burst: payBurst)
+            },
+            concurrency: payConcurrency)
+    }
+
     /// Registers every built-in plugin with the gate's registry and its codec with the line
     /// front and the HTTP front, in the order `STATS` reports them. TAP, LIMIT and PAY keep their
     /// state in `store`; the payment processor keeps its charges in `ledger`.
@@ -259,6 +290,7 @@ struct SluiceEcho: AsyncParsableCommand {
                 lease: .milliseconds(payLeaseMilliseconds),
                 concurrent: payConcurrent?.option ?? .join,
                 recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
+                limits: try payLimits(),
                 processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds), ledger: ledger)),
             budget: .bytes(payTableMebibytes << 20), store: store)
         try verbs.register(PayLineCodec(pay.plugin), for: pay)

@@ -33,6 +33,10 @@ public struct PaymentPlugin: GatePlugin {
 
     public let name = "pay"
     public let policy: GatePolicy
+    /// The limits a new payment passes after its record is opened (see
+    /// ``PaymentPlugin/accountLimits(rate:concurrency:)``); a replay, a joined duplicate, a
+    /// mismatch or a conflict spends none of them.
+    public let limits: [LimitStage<Payment>]
     /// The processor that charges.
     public let processor: any PaymentProcessor
 
@@ -50,6 +54,10 @@ public struct PaymentPlugin: GatePlugin {
     /// opens at most `recordsPerKey` new payments back to back and `recordsPerKey` more per
     /// `retention`; past that its new payments are refused (`busy`), and only its own.
     ///
+    /// A new payment then passes `limits`, in order (none by default): one they refuse is
+    /// `limited`, and its record is given back, so that the same idempotency key runs once the
+    /// limit allows.
+    ///
     /// - Throws: `SluiceError` with code `invalidOption` when `retention` or `lease` is not
     ///   positive or `recordsPerKey` is below 1.
     public init(
@@ -57,6 +65,7 @@ public struct PaymentPlugin: GatePlugin {
         lease: Duration = IdempotencyOptions.payment.lease,
         concurrent: IdempotencyOptions.Concurrent = IdempotencyOptions.payment.concurrent,
         recordsPerKey: Int? = PaymentPlugin.defaultRecordsPerKey,
+        limits: [LimitStage<Payment>] = [],
         processor: any PaymentProcessor
     ) throws(SluiceError) {
         let preset = IdempotencyOptions.payment
@@ -65,6 +74,19 @@ public struct PaymentPlugin: GatePlugin {
                 retention: retention, lease: lease, concurrent: concurrent, cacheErrors: preset.cacheErrors,
                 recordsPerKey: recordsPerKey))
         self.processor = processor
+        self.limits = limits
+    }
+
+    /// The limits per account (the payment's key) of `sluice-echo`'s payments: a GCRA named
+    /// `pay-rate` when `rate` is set, then at most `concurrency` payments in flight, named
+    /// `pay-concurrency`, when it is set.
+    ///
+    /// - Throws: `SluiceError` with code `invalidOption` for a concurrency below 1.
+    public static func accountLimits(rate: RateLimitOptions?, concurrency: Int?) throws(SluiceError) -> [LimitStage<Payment>] {
+        var limits: [LimitStage<Payment>] = []
+        if let rate { limits.append(try .rate("pay-rate", rate) { $0.key }) }
+        if let concurrency { limits.append(try .concurrency("pay-concurrency", limit: concurrency) { $0.key }) }
+        return limits
     }
 
     /// Whether `amount` is one this plugin charges: 1…``maximumAmount``.

@@ -44,7 +44,7 @@ public final class Gate: Service, Sendable {
     @usableFromInline let registry: RegistryIdentity
     /// How many plugins the gate runs (a handle's index must be below it).
     @usableFromInline let pluginCount: Int
-    private let counters = GateCounters()
+    let counters = GateCounters()
     @usableFromInline let lifecycle = Atomic<UInt8>(Lifecycle.running)
     private let shutdownBegun = Atomic<Bool>(false)
     private let nextScopeID = Atomic<UInt64>(1)
@@ -308,42 +308,6 @@ public final class Gate: Service, Sendable {
         return shard.cancel(id: id, key: key)
     }
 
-    // MARK: - Statistics
-
-    /// Executions cancelled so far.
-    public var cancelledCount: Int { counters.cancelled.current }
-
-    /// A snapshot over every shard.
-    public func statistics() async -> GateStatistics {
-        var statistics = GateStatistics(cancelled: counters.cancelled.current)
-        for shard in shards {
-            let snapshot = await perform(on: shard) { shard in
-                (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
-                 shard.lanes.map(\.keyCount))
-            }
-            guard let snapshot else { continue }
-            statistics.keys += snapshot.0
-            statistics.executions += snapshot.1
-            statistics.waiters += snapshot.2
-            statistics.scopes += snapshot.3
-            for (index, keys) in snapshot.5.enumerated() {
-                statistics.keysByPlugin[plugins[index].name, default: 0] += keys
-            }
-            for (index, stats) in snapshot.4.enumerated() {
-                guard let stats else { continue }
-                let name = plugins[index].name
-                var total = statistics.tables[name] ?? KeyTableStats()
-                total.inserted += stats.inserted
-                total.evicted += stats.evicted
-                total.expired += stats.expired
-                total.refused += stats.refused
-                total.refusedCharges += stats.refusedCharges
-                statistics.tables[name] = total
-            }
-        }
-        return statistics
-    }
-
     // MARK: - Shutting down
 
     /// Stops taking requests (they get ``GateOutcome/shuttingDown``), waits up to `gracePeriod`
@@ -427,27 +391,4 @@ public final class Gate: Service, Sendable {
             if !accepted { continuation.resume(returning: nil) }
         }
     }
-}
-
-/// Counters over every shard of a ``Gate``.
-public struct GateStatistics: Sendable, Hashable {
-    /// Keys held in the plugins' policy tables.
-    public var keys = 0
-    /// Executions held or running.
-    public var executions = 0
-    /// Requests waiting for a result.
-    public var waiters = 0
-    /// Scopes holding requests (the roots not counted).
-    public var scopes = 0
-    /// Executions cancelled so far.
-    public var cancelled: Int
-    /// Each plugin's policy table counters, by plugin name.
-    public var tables: [String: KeyTableStats] = [:]
-    /// The keys each plugin holds, by plugin name.
-    public var keysByPlugin: [String: Int] = [:]
-
-    /// Live keys evicted from every policy table to make room for new keys. Idle keys (whose
-    /// state is no different from a fresh key's) always go first, so each of these may have
-    /// changed a decision: a throttled key evicted can pass again at once.
-    public var evicted: Int { tables.values.reduce(0) { $0 + $1.evicted } }
 }

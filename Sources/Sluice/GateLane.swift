@@ -31,6 +31,8 @@ protocol GateLane: AnyObject {
     var executionCount: Int { get }
     /// Requests waiting for a result.
     var waiterCount: Int { get }
+    /// What each stage of the plugin's limits in shadow mode would have refused, by stage name.
+    var shadowRefusalCounts: [(stage: String, count: Int)] { get }
     /// The policy table's counters, if the policy keeps a table.
     var tableStats: KeyTableStats? { get }
 }

@@ -13,9 +13,11 @@ public enum GateOutcome<Output: Sendable>: Sendable {
     case failed(any Error, RunInfo)
     /// A throttle or debounce dropped the request; the key can be tried again after `retryAfter`.
     case throttled(retryAfter: Duration)
-    /// A rate limit refused the request (`RateLimitDecision/retryAfter` is `nil` when its cost
-    /// can never fit).
-    case limited(RateLimitDecision)
+    /// A rate or concurrency limit refused the request: the plugin's own
+    /// ``GatePolicy/rateLimit(_:)``, or a stage of its ``GatePlugin/limits`` (named in
+    /// ``LimitRefusal/stage``). Nothing ran, and the stages before the refusing one gave back
+    /// what this request took.
+    case limited(LimitRefusal)
     /// A newer request for the key replaced this one before it ran.
     case superseded
     /// The request was cancelled before it produced a result.
@@ -115,6 +117,10 @@ public struct RunInfo: Sendable, Hashable {
     public var source: Source
     /// For rate-limited plugins, the limiter's state after this request.
     public var rateLimit: RateLimitDecision?
+    /// The rate stages of the plugin's ``GatePlugin/limits``, each one's state after this
+    /// request (empty for a plugin without rate stages, and for replays and joins, which spend
+    /// nothing).
+    public var limits: [RateStageReport] = []
     /// Whether the store decided, or this process alone while its shared store was unavailable.
     public var guarantee: Guarantee
 

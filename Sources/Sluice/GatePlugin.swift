@@ -32,6 +32,18 @@ public protocol GatePlugin: Sendable {
     /// The policy that decides about each request.
     var policy: GatePolicy { get }
 
+    /// Limits decided after ``policy`` and before the effect runs, in order, each over its own
+    /// key (a GCRA per account, a GCRA per client address, at most N in flight per account).
+    /// A request runs only when every stage admits it; when one refuses, the stages before it
+    /// give back exactly what this request took, and the outcome is ``GateOutcome/limited(_:)``
+    /// naming the stage. A replay, a join, a mismatch or a conflict of an idempotent or
+    /// single-flight plugin, and a request its policy refuses, reach no stage and spend nothing.
+    /// A request held by a throttle or debounce is decided when it is held, and gives its part
+    /// back if it is superseded or cancelled before it runs. Each stage keeps its keys in the
+    /// shard of the request's key (``key(for:)``), in a table of its own an eighth the size of
+    /// the plugin's budget. Empty by default.
+    var limits: [LimitStage<Input>] { get }
+
     /// The key the policy's state is kept under (and whose loop decides). Keep it the full value
     /// (a user, an account, a search box): two requests share state exactly when their keys are
     /// equal.
@@ -40,8 +52,8 @@ public protocol GatePlugin: Sendable {
     /// ``GatePolicy/singleFlight`` plugins, the record names the shared execution (`fingerprint`
     /// is ignored). The default uses the key as the record and no fingerprint.
     func identity(for input: Input) -> RequestIdentity
-    /// For ``GatePolicy/rateLimit(_:)`` plugins, how many units the request spends. The default
-    /// is 1.
+    /// For ``GatePolicy/rateLimit(_:)`` plugins and the rate stages of ``limits``, how many
+    /// units the request spends. The default is 1.
     func cost(for input: Input) -> Int
     /// Runs the effect. Throw `CancellationError` (or let `context.sleep` throw it) when
     /// cancelled, until the effect commits.
@@ -65,6 +77,8 @@ extension GatePlugin {
     }
 
     public func cost(for input: Input) -> Int { 1 }
+
+    public var limits: [LimitStage<Input>] { [] }
 
     public func runImmediately(_ input: Input, context: EffectContext) throws -> Output? { nil }
 

@@ -63,6 +63,21 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState> {
         return KeyedDecision(decision: decision, evictedPending: slot.evicted.compactMap { $0.value.pending })
     }
 
+    /// `key`'s state, if the table holds one.
+    @inlinable
+    public func state(of key: Key) -> State? {
+        table.index(of: key).map { table[$0] }
+    }
+
+    /// Puts back the state `key` had just before an event that ran at once (a fresh state when
+    /// it had none): the run was refused elsewhere (a later limit), so the window it opened
+    /// never opened. Only for the same instant, with no event of the key in between.
+    @inlinable
+    public mutating func restore(key: Key, to state: State?) {
+        guard let index = table.index(of: key) else { return }
+        table[index] = state ?? State()
+    }
+
     /// Delivers the timer requested for `key`.
     @inlinable
     public mutating func fire(key: Key, now: Instant) -> FireDecision {

@@ -8,7 +8,7 @@ import SluiceCore
 ///
 /// | outcome | status |
 /// | --- | --- |
-/// | throttled, limited | 429 with `Retry-After` (whole seconds, rounded up) and the rate-limit fields |
+/// | throttled, limited | 429 with `Retry-After` (whole seconds, rounded up; none for a concurrency limit) and the rate-limit fields, one item per rate policy |
 /// | superseded, cancelled | 409 `superseded` (also when a newer request replaced a running one), `cancelled`, or 503 when cancelled by a shutdown |
 /// | mismatch | 422 |
 /// | conflict | 409 |
@@ -26,8 +26,8 @@ public enum HTTPOutcomeMapping {
             return HTTPAnswer(status: .ok)
         case .throttled(let retryAfter):
             return throttled(retryAfter: retryAfter, limits: limits)
-        case .limited(let decision):
-            return limited(decision, limits: limits)
+        case .limited(let refusal):
+            return limited(refusal, limits: limits)
         case .superseded, .cancelled(.replaced):
             // Replaced while waiting (debounce) or while running (switch-latest): either way a
             // newer request for the key took its place.
@@ -88,6 +88,57 @@ public enum HTTPOutcomeMapping {
         }
         limits?.add(to: &answer.fields, remaining: 0, reset: decision.resetAfter)
         return answer
+    }
+
+    /// 429 for a request a limit refused, its problem naming the refusing stage (`"policy"`):
+    /// `Retry-After` when a rate stage refused and the request would fit later (none for a
+    /// concurrency stage: a slot frees when a running request ends), and the `RateLimit-Policy`
+    /// and `RateLimit` fields with one item per rate policy — the route's own (`limits`, when it
+    /// refused) and each rate stage of the plugin's chain decided for the request (the refusing
+    /// one with `r=0`).
+    public static func limited(_ refusal: LimitRefusal, limits: RateLimitFields?) -> HTTPAnswer {
+        let detail: String
+        switch refusal.verdict {
+        case .rate: detail = "the rate limit '\(refusal.stage)' is spent for now"
+        case .concurrency(let limit, _, _): detail = "'\(refusal.stage)' allows \(limit) in flight at once"
+        }
+        var answer = HTTPProblem(
+            .tooManyRequests, "limited", detail: detail, extensions: ["policy": refusal.stage]).answer
+        if let retryAfter = refusal.retryAfter {
+            answer.fields[.retryAfter] = String(max(1, RateLimitFields.wholeSeconds(retryAfter)))
+        }
+        var policies: [String] = []
+        var states: [String] = []
+        if refusal.reports.isEmpty, let limits, let decision = refusal.rateLimit {
+            policies.append(limits.policyValue)
+            states.append(limits.limitValue(remaining: 0, reset: decision.resetAfter))
+        }
+        for report in refusal.reports {
+            let fields = RateLimitFields.gcra(name: report.stage, options: report.options)
+            policies.append(fields.policyValue)
+            let remaining = report.stage == refusal.stage ? 0 : report.decision.remaining
+            states.append(fields.limitValue(remaining: remaining, reset: report.decision.resetAfter))
+        }
+        if !policies.isEmpty {
+            answer.fields[.rateLimitPolicy] = policies.joined(separator: ", ")
+            answer.fields[.rateLimit] = states.joined(separator: ", ")
+        }
+        return answer
+    }
+
+    /// Adds the `RateLimit-Policy` and `RateLimit` fields of the plugin's rate stages
+    /// (``RunInfo/limits``) to an answer of a request that ran; nothing when there are none.
+    public static func addLimits(_ answer: inout HTTPAnswer, _ info: RunInfo) {
+        guard !info.limits.isEmpty else { return }
+        var policies: [String] = []
+        var states: [String] = []
+        for report in info.limits {
+            let fields = RateLimitFields.gcra(name: report.stage, options: report.options)
+            policies.append(fields.policyValue)
+            states.append(fields.limitValue(remaining: report.decision.remaining, reset: report.decision.resetAfter))
+        }
+        answer.fields[.rateLimitPolicy] = policies.joined(separator: ", ")
+        answer.fields[.rateLimit] = states.joined(separator: ", ")
     }
 
     /// Marks an answer replayed from an idempotency record (or shared by a duplicate that joined

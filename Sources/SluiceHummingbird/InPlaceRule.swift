@@ -53,7 +53,7 @@ extension InPlaceRule where Table == RateLimitTable<String> {
             sweep: { table, now in _ = table.sweep(now: now, maxEntries: InPlaceClock.sweepBatch) },
             decide: { table, key, now, _ in
                 let decision = try table.check(key: key, now: now)
-                return decision.allowed ? .ran((), RunInfo(source: .executed, rateLimit: decision)) : .limited(decision)
+                return decision.allowed ? .ran((), RunInfo(source: .executed, rateLimit: decision)) : .limited(LimitRefusal(stage: name, verdict: .rate(decision)))
             })
     }
 }

@@ -55,9 +55,9 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             if let decision = info.rateLimit {
                 rule.fields.add(to: &fields, remaining: decision.remaining, reset: decision.resetAfter)
             }
-        case .limited(let decision) where rule.shadowMode:
+        case .limited(let refusal) where rule.shadowMode:
             rule.shadowLimited.increment()
-            rule.fields.add(to: &fields, remaining: 0, reset: decision.resetAfter)
+            rule.fields.add(to: &fields, remaining: 0, reset: refusal.rateLimit?.resetAfter ?? .zero)
         case .limited, .throttled:
             // The route does not run: an idempotency middleware in front releases its record.
             return InnerRefusal.refuse(outcome, limits: rule.fields)

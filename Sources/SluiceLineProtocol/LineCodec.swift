@@ -56,8 +56,8 @@ extension LineCodec {
 }
 
 extension LineReply {
-    /// The standard replies: `THROTTLED retry-after-ms=<n>` ·
-    /// `LIMITED retry-after-ms=<n> limit=<n> remaining=<n> reset-ms=<n>` · `SUPERSEDED` ·
+    /// The standard replies: `THROTTLED retry-after-ms=<n>` · `LIMITED policy=<stage> …` (see
+    /// ``appendLimited(_:)``) · `SUPERSEDED` ·
     /// `CANCELLED` · `MISMATCH` · `ERR conflict` · `ERR busy` · `ERR internal` (an effect that
     /// failed) · `ERR shutting-down` · `ERR unavailable` (a shared store did not answer). A `GateOutcome/ran(_:_:)` outcome, which only the codec
     /// can render, becomes `OK`.
@@ -68,10 +68,8 @@ extension LineReply {
         case .throttled(let retryAfter):
             append("THROTTLED retry-after-ms=")
             append(milliseconds: retryAfter)
-        case .limited(let decision):
-            append("LIMITED retry-after-ms=")
-            if let retryAfter = decision.retryAfter { append(milliseconds: retryAfter) } else { append(-1) }
-            appendLimit(decision)
+        case .limited(let refusal):
+            appendLimited(refusal)
         case .superseded:
             append("SUPERSEDED")
         case .cancelled:
@@ -88,6 +86,28 @@ extension LineReply {
             append("ERR shutting-down")
         case .unavailable:
             append("ERR unavailable")
+        }
+    }
+
+    /// Appends a limit's refusal, naming the refusing stage (the plugin's name for its own
+    /// rate limit): `LIMITED policy=<stage> retry-after-ms=<n> limit=<n> remaining=0 reset-ms=<n>`
+    /// for a rate stage (`retry-after-ms=-1` when the cost can never fit; `remaining=0`: what is
+    /// left is less than the cost), `LIMITED policy=<stage> limit=<n>` for a concurrency stage,
+    /// whose slot frees when a running effect ends.
+    public mutating func appendLimited(_ refusal: LimitRefusal) {
+        append("LIMITED policy=")
+        append(refusal.stage)
+        switch refusal.verdict {
+        case .rate(let decision):
+            append(" retry-after-ms=")
+            if let retryAfter = decision.retryAfter { append(milliseconds: retryAfter) } else { append(-1) }
+            append(" limit=")
+            append(decision.limit)
+            append(" remaining=0 reset-ms=")
+            append(milliseconds: decision.resetAfter)
+        case .concurrency(let limit, _, _):
+            append(" limit=")
+            append(limit)
         }
     }
 

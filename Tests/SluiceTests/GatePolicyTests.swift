@@ -154,7 +154,7 @@ import Testing
             return
         }
         #expect(refused.retryAfter == .milliseconds(500))
-        #expect(refused.limit == 2 && refused.remaining == 0 && refused.resetAfter == .seconds(1))
+        #expect(refused.limit == 2 && refused.rateLimit?.remaining == 0 && refused.rateLimit?.resetAfter == .seconds(1))
         // A cost above the limit can never fit: no retry-after.
         guard case .limited(let never) = await gate.submit(probe, Probe(key: "fresh", cost: 3)) else {
             Issue.record("expected limited")

@@ -379,7 +379,7 @@ func replies(_ client: LineClient, _ count: Int) async throws -> [String: String
             let byID = try await replies(client, 4)
             #expect(byID["1"] == "1 OK limit=3 remaining=2 reset-ms=100")
             #expect(byID["2"] == "2 OK limit=3 remaining=0 reset-ms=300")
-            #expect(byID["3"] == "3 LIMITED retry-after-ms=100 limit=3 remaining=0 reset-ms=300")
+            #expect(byID["3"] == "3 LIMITED policy=limit retry-after-ms=100 limit=3 remaining=0 reset-ms=300")
             #expect(byID["4"] == "4 OK limit=3 remaining=0 reset-ms=300")
             await server.clock.advance(by: .milliseconds(100))
             try client.send("5 LIMIT k\n")

@@ -24,14 +24,17 @@ struct ProbePlugin<Output: Sendable>: GatePlugin {
     let policy: GatePolicy
     let body: @Sendable (Probe, EffectContext) async throws -> Output
     let failure: @Sendable (Output) -> Bool
+    let limits: [LimitStage<Probe>]
     let counts = ProbeCounts()
 
     init(
-        _ name: String = "probe", policy: GatePolicy, failure: @escaping @Sendable (Output) -> Bool = { _ in false },
+        _ name: String = "probe", policy: GatePolicy, limits: [LimitStage<Probe>] = [],
+        failure: @escaping @Sendable (Output) -> Bool = { _ in false },
         _ body: @escaping @Sendable (Probe, EffectContext) async throws -> Output
     ) {
         self.name = name
         self.policy = policy
+        self.limits = limits
         self.failure = failure
         self.body = body
     }

@@ -162,7 +162,7 @@ struct RedisInstancesTests {
         #expect(try await a.send("LIMIT api").hasPrefix("r OK limit=3 remaining=2"))
         #expect(try await b.send("LIMIT api").hasPrefix("r OK limit=3 remaining=1"))
         #expect(try await a.send("LIMIT api").hasPrefix("r OK limit=3 remaining=0"))
-        #expect(try await b.send("LIMIT api").hasPrefix("r LIMITED retry-after-ms="))
+        #expect(try await b.send("LIMIT api").hasPrefix("r LIMITED policy=limit retry-after-ms="))
         // Every key Sluice wrote carries a TTL.
         for key in ["sluice:{tap:user}:t", "sluice:{tap:other}:t", "sluice:{limit:api}:g"] {
             let ttl = try #require(try await redis.command(["PTTL", key]).flatMap { Int($0) })

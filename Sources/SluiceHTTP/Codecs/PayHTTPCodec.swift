@@ -14,7 +14,9 @@ import Foundation
 /// 201 `{"charge":"<cid>","amount":<n>}` · 402 `payment-declined` (with `"reason"`) · either with
 /// `Idempotent-Replayed: true` when replayed (or joined) · 409 `conflict` while the first runs
 /// (unless duplicates join) · 422 `mismatch` · 400 `missing-idempotency-key`,
-/// `bad-idempotency-key`, `bad-json`, `bad-key`, `bad-amount` · 503 `busy`.
+/// `bad-idempotency-key`, `bad-json`, `bad-key`, `bad-amount` · 503 `busy` · 429 `limited`
+/// (with `"policy"`, the refusing stage) when the plugin has limits: rate stages add
+/// `Retry-After` and one `RateLimit-Policy`/`RateLimit` item each, also on a 201.
 ///
 /// The record is the pair (account key, `Idempotency-Key`); the amount is its fingerprint. A
 /// replay is rendered from the stored outcome, so it carries the first answer's status and body
@@ -105,6 +107,7 @@ public struct PayHTTPCodec: HTTPCodec {
                 extensions: ["reason": reason]).answer
         }
         HTTPOutcomeMapping.markReplayed(&answer, info)
+        HTTPOutcomeMapping.addLimits(&answer, info)
         // The processor returned a charge it had made for this record: a replay too.
         if payment.isAlreadyCharged { answer.fields[.idempotentReplayed] = "true" }
         return answer

@@ -2,7 +2,7 @@ import Sluice
 import SluiceRateLimit
 
 /// `LIMIT <key> [<cost>]` → `OK limit=<n> remaining=<n> reset-ms=<n>` ·
-/// `LIMITED retry-after-ms=<n> limit=<n> remaining=0 reset-ms=<n>`; `ERR bad-cost` for a cost
+/// `LIMITED policy=limit retry-after-ms=<n> limit=<n> remaining=0 reset-ms=<n>`; `ERR bad-cost` for a cost
 /// that is not an integer from 1 to the limit.
 public struct LimitLineCodec: LineCodec {
     public typealias Plugin = RateLimitPlugin
@@ -42,14 +42,9 @@ public struct LimitLineCodec: LineCodec {
         switch outcome {
         case .ran(let output, let info):
             encode(output, info, into: &reply)
-        case .limited(let decision):
+        case .limited(let refusal):
             // A refused request reports nothing left for it: what remains is less than its cost.
-            reply.append("LIMITED retry-after-ms=")
-            if let retryAfter = decision.retryAfter { reply.append(milliseconds: retryAfter) } else { reply.append(-1) }
-            reply.append(" limit=")
-            reply.append(decision.limit)
-            reply.append(" remaining=0 reset-ms=")
-            reply.append(milliseconds: decision.resetAfter)
+            reply.appendLimited(refusal)
         default:
             reply.appendStandard(outcome)
         }

@@ -6,7 +6,7 @@
 /// | --- | --- |
 /// | ECHO (`POST /echo`) | 200 with the body sent · 429 `limited` |
 /// | TAP (`POST /tap/<key>`) | 200 `{"tap": <n>}` · 429 `throttled` |
-/// | PAY (`POST /pay`) | 201 `{"charge": "<cid>", "amount": <n>}` · 402 `payment-declined` · either with `Idempotent-Replayed: true` · 409 `conflict` |
+/// | PAY (`POST /pay`) | 201 `{"charge": "<cid>", "amount": <n>}` · 402 `payment-declined` · either with `Idempotent-Replayed: true` · 409 `conflict` · 429 `limited` (a limit of the server's payment chain) |
 /// | SEARCH (`GET /search/<key>?q=`) | 200 `{"results": "<query>"}` · 409 `superseded` · 409 `cancelled` |
 /// | any | 503 `busy` (counted apart, as the line mode's `ERR busy`) |
 ///
@@ -96,6 +96,9 @@ public struct HTTPReplyJudgement: Sendable, Hashable {
                 return HTTPReplyJudgement(kind: kind, verdict: .mismatched("the \"amount\" differs from \(amount)"), charge: charge)
             }
             return HTTPReplyJudgement(kind: kind, verdict: .accepted, charge: charge)
+        case (429, .pay):
+            // A limit of the payment's chain (`--pay-rate`, `--pay-concurrency`) refused it.
+            return refusal(response, .limited, slug: "limited")
         case (402, .pay):
             return refusal(response, replayed(response) ? .declinedReplayed : .declined, slug: "payment-declined")
         case (409, .pay):

@@ -38,7 +38,8 @@ public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStr
     case okReplayed
     /// `PONG`.
     case pong
-    /// `LIMITED retry-after-ms=<n>` (ECHO over its rate).
+    /// `LIMITED retry-after-ms=<n>` (ECHO over its rate), or `LIMITED policy=<stage> …` (PAY
+    /// refused by a limit of the server's payment chain).
     case limited
     /// `THROTTLED retry-after-ms=<n>` (TAP inside its window).
     case throttled
@@ -92,6 +93,8 @@ public enum ReplyKind: Int, CaseIterable, Sendable, Hashable, Codable, CustomStr
         case (.echo, .ok), (.echo, .limited): true
         case (.tap, .ok), (.tap, .throttled): true
         case (.pay, .ok), (.pay, .okReplayed), (.pay, .declined), (.pay, .declinedReplayed), (.pay, .cancelled), (.pay, .conflict): true
+        // A limit of the server's payment chain (`--pay-rate`, `--pay-concurrency`).
+        case (.pay, .limited): true
         case (.search, .ok), (.search, .superseded), (.search, .cancelled): true
         default: false
         }

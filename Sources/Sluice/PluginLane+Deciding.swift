@@ -1,0 +1,287 @@
+import CoreMetrics
+import SluiceCore
+import SluiceLibevent
+
+/// Deciding about a request: each policy's decision, then the execution it admits (or the
+/// effect it runs in place), charged to the budget and registered in the scopes.
+extension PluginLane {
+    @inlinable
+    func submitRateLimit(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let cost = handle.plugin.cost(for: request.input)
+        let now = shard.clock.now
+        guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
+            return .busy
+        }
+        guard decision.allowed else {
+            return .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision)))
+        }
+        var pass = LimitPass.none
+        if let refused = passLimits(request.input, now: now, into: &pass) {
+            rateLimit?.refund(key: request.key, quantity: cost, now: now)
+            return refused
+        }
+        if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) { return outcome }
+        if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
+            // Refused after the limiter allowed it (its budget is spent, or its scope closed
+            // meanwhile): a refused request spends nothing.
+            rateLimit?.refund(key: request.key, quantity: cost, now: now)
+            return refused
+        }
+        executions.update(token) { $0.rateLimit = decision }
+        return launchAndWait(token, later: later, shard: shard)
+    }
+
+    @inlinable
+    func submitTimed(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let key = request.key
+        let now = shard.clock.now
+        // libevent runs socket callbacks before the timers of the same iteration: deliver a timer
+        // that is already due first, so the event sees the state it would have after it.
+        if !timers.isEmpty, let timer = timers[key], timer.deadline <= now {
+            timer.cancel()
+            timerFired(key: key, shard: shard)
+        }
+        // The key's state before the event, put back if a later limit refuses a run.
+        let before = chain.isEmpty ? nil : (throttle?.state(of: key).map(TimedBefore.throttle) ?? debounce?.state(of: key).map(TimedBefore.debounce))
+        let keyed: KeyedDecision?
+        do {
+            keyed = try throttle?.event(token, key: key, now: now) ?? debounce?.event(token, key: key, now: now)
+        } catch {
+            return .busy
+        }
+        guard let keyed else { return .busy }
+        for evicted in keyed.evictedPending {
+            // Another key's held request lost its state to make room: it will never run.
+            _ = cancelExecution(evicted, reason: .evicted, shard: shard)
+        }
+        switch keyed.decision {
+        case .run:
+            var pass = LimitPass.none
+            if let refused = passLimits(request.input, now: now, into: &pass) {
+                switch before {
+                case .throttle(let state): throttle?.restore(key: key, to: state)
+                case .debounce(let state): debounce?.restore(key: key, to: state)
+                case nil:
+                    throttle?.restore(key: key, to: nil)
+                    debounce?.restore(key: key, to: nil)
+                }
+                return refused
+            }
+            if cancelInFlight { cancelRunning(key: key, effectID: request.effectID, shard: shard) }
+            return runSingle(request, token: token, limits: pass, later: later, shard: shard)
+        case .drop(let retryAfter):
+            return .throttled(retryAfter: retryAfter)
+        case .hold(let schedule, let superseded):
+            if let superseded { answerHeld(superseded, with: .superseded, shard: shard) }
+            // A refused hold leaves the table naming this token as its pending event: its timer
+            // is armed all the same, and when it fires there is no execution to run, the window
+            // closes, and nothing else happens.
+            var pass = LimitPass.none
+            if let refused = passLimits(request.input, now: now, into: &pass) {
+                if let schedule { armTimer(key: key, at: schedule, shard: shard) }
+                return refused
+            }
+            if cancelInFlight { cancelRunning(key: key, effectID: request.effectID, shard: shard) }
+            if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
+                if let schedule { armTimer(key: key, at: schedule, shard: shard) }
+                return refused
+            }
+            waiters.update(token) { $0.completion = later() }
+            if let schedule { armTimer(key: key, at: schedule, shard: shard) }
+            return nil
+        }
+    }
+
+    @inlinable
+    func submitIdempotent(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let identity = handle.plugin.identity(for: request.input)
+        let decision: IdempotencyDecision<Result<Output, any Error>>?
+        do {
+            // The owner runs in this process, which completes or releases its record: no lease
+            // runs out under a live owner, however long it works.
+            decision = try idempotency?.begin(
+                key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.clock.now,
+                lease: .untilReleased, concurrent: identity.concurrent)
+        } catch {
+            return .busy
+        }
+        switch decision {
+        case .execute:
+            if recordQuota != nil {
+                // A quota table that cannot hold the key refuses too.
+                let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+                guard decision?.allowed == true else {
+                    idempotency?.cancel(key: identity.record, owner: token)
+                    return .busy
+                }
+            }
+            // Only a new record reaches the limits: a replay, a join, a mismatch or a conflict
+            // spends nothing.
+            var pass = LimitPass.none
+            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            if case .none = refused {
+                refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
+            }
+            if let refused {
+                idempotency?.cancel(key: identity.record, owner: token)
+                recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+                return refused
+            }
+            return launchAndWait(token, later: later, shard: shard)
+        case .join(let owner):
+            return join(request, token: token, owner: owner, later: later, shard: shard)
+        case .conflict:
+            return .conflict
+        case .replay(.success(let output)):
+            return .ran(output, .replayed)
+        case .replay(.failure(let error)):
+            return .failed(error, .replayed)
+        case .mismatch:
+            return .mismatch
+        case nil:
+            return .busy
+        }
+    }
+
+    @inlinable
+    func submitSingleFlight(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let record = handle.plugin.identity(for: request.input).record
+        switch flights.begin(token, key: record) {
+        case .lead:
+            var pass = LimitPass.none
+            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            if case .none = refused {
+                refused = admit(request, token: token, kind: .singleFlight, record: record, limits: pass, shard: shard)
+            }
+            if let refused {
+                flights.forget(key: record)
+                return refused
+            }
+            return launchAndWait(token, later: later, shard: shard)
+        case .join(let leader):
+            return join(request, token: token, owner: leader, later: later, shard: shard)
+        }
+    }
+
+    /// Runs a single execution for `request` now.
+    @inlinable
+    func runSingle(
+        _ request: GateRequest<Plugin>, token: EventToken, limits pass: LimitPass, later: @Sendable () -> Completion,
+        shard: GateShard
+    ) -> GateOutcome<Output>? {
+        if let outcome = runInPlace(request, rateLimit: nil, limits: pass, shard: shard) { return outcome }
+        if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) { return refused }
+        return launchAndWait(token, later: later, shard: shard)
+    }
+
+    /// Runs an effect that never suspends in place (``GatePlugin/runImmediately(_:context:)``):
+    /// no task, no execution, no scope entry, nothing charged, since nothing is held. Returns
+    /// `nil` when the plugin's effect runs as a task.
+    @inlinable
+    func runInPlace(
+        _ request: GateRequest<Plugin>, rateLimit decision: RateLimitDecision?, limits pass: LimitPass, shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index, execution: nil)
+        // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap.
+        let start = EventLoop.monotonicNow().nanoseconds
+        let result: Result<Output, any Error>
+        do {
+            guard let output = try handle.plugin.runImmediately(request.input, context: context) else { return nil }
+            result = .success(output)
+        } catch {
+            result = .failure(error)
+        }
+        metrics.effectDuration.recordNanoseconds(EventLoop.monotonicNow().nanoseconds &- start)
+        // It has ended: its concurrency slots are free again.
+        endLimits(pass)
+        return outcome(result, reason: nil, source: .executed, rateLimit: decision, limits: pass.reports)
+    }
+
+    /// Adds a held execution for `request` (token `token`) with its leading waiter, charged to
+    /// the budget and registered in the scopes, holding what `pass` took from the limits.
+    /// Returns the outcome of a refusal (having given back what `pass` took), or `nil`.
+    @inlinable
+    func admit(
+        _ request: GateRequest<Plugin>, token: EventToken, kind: Kind, record: String, limits pass: LimitPass,
+        shard: GateShard
+    ) -> GateOutcome<Output>? {
+        let now = shard.clock.now
+        guard charge(Self.executionBytes, now: now) else {
+            giveBack(pass, now: now)
+            return .busy
+        }
+        guard charge(Self.waiterBytes, now: now) else {
+            release(Self.executionBytes)
+            giveBack(pass, now: now)
+            return .busy
+        }
+        let shared = kind != .single
+        // A single execution and its waiter share one token and one entry (in the caller's
+        // scope); a shared execution has its own entry in the key's scope under the root.
+        let waiter = shared ? shard.makeToken() : token
+        guard shard.registerEntry(waiter, id: request.effectID, key: request.key, scope: request.scope,
+                                  tag: Self.tag(lane: index, isExecution: false))
+        else {
+            release(Self.executionBytes)
+            release(Self.waiterBytes)
+            giveBack(pass, now: now)
+            return .cancelled(.scopeClosed)
+        }
+        if shared {
+            _ = shard.registerEntry(token, id: request.effectID, key: request.key, scope: nil,
+                                    tag: Self.tag(lane: index, isExecution: true))
+        }
+        var execution = Execution(
+            key: request.key, input: request.input, effectID: request.effectID, kind: kind, record: record,
+            state: .held, leader: waiter)
+        execution.limits = pass
+        executions.set(execution, for: token)
+        waiters.set(Waiter(execution: token, completion: nil, source: .executed), for: waiter)
+        if shared { shard.lastSubmittedToken = waiter }
+        return nil
+    }
+
+    /// Adds `request` as a waiter of the shared execution `owner`.
+    @inlinable
+    func join(
+        _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, later: @Sendable () -> Completion,
+        shard: GateShard
+    ) -> GateOutcome<Output>? {
+        guard executions.contains(owner) else {
+            // Cannot happen: a record in flight or a flight always has its execution here.
+            // Refuse rather than guess.
+            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            return .conflict
+        }
+        guard charge(Self.waiterBytes, now: shard.clock.now) else {
+            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            return .busy
+        }
+        guard shard.registerEntry(token, id: request.effectID, key: request.key, scope: request.scope,
+                                  tag: Self.tag(lane: index, isExecution: false))
+        else {
+            release(Self.waiterBytes)
+            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            return .cancelled(.scopeClosed)
+        }
+        waiters.set(Waiter(execution: owner, completion: later(), source: .joined), for: token)
+        if mode == .idempotent { executions.update(owner) { $0.joiners.append(token) } }
+        return nil
+    }
+}
+
+/// A timed policy's state for a key just before an event, put back when a later limit refuses
+/// the run the event was given.
+@usableFromInline
+enum TimedBefore {
+    case throttle(ThrottleState)
+    case debounce(DebounceState)
+}

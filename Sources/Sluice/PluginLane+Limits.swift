@@ -1,0 +1,99 @@
+import CoreMetrics
+import SluiceCore
+
+/// What a request took from its plugin's limit chain (``GatePlugin/limits``): the key of each
+/// stage, the stages it holds, its cost, and the rate stages' state after it.
+@usableFromInline
+struct LimitPass {
+    @usableFromInline var keys: [String]
+    @usableFromInline var hold: ChainHold
+    @usableFromInline var cost: Int
+    @usableFromInline var reports: [RateStageReport]
+
+    /// Nothing taken (a plugin without limits, or a request that spends nothing).
+    @inlinable
+    static var none: LimitPass { LimitPass(keys: [], hold: ChainHold(), cost: 0, reports: []) }
+
+    @inlinable
+    init(keys: [String], hold: ChainHold, cost: Int, reports: [RateStageReport]) {
+        self.keys = keys
+        self.hold = hold
+        self.cost = cost
+        self.reports = reports
+    }
+}
+
+/// The plugin's limit chain: decided once its policy admitted a request and before the
+/// request's execution is made or its effect run in place; given back when the execution never
+/// runs, and its slots freed when its effect ends.
+extension PluginLane {
+    /// Decides `input` over every stage of the chain at `now`: `nil` when admitted (what it took
+    /// in `pass`), else the refusal (`limited`, naming the stage, or `busy`), with every stage
+    /// as it was before.
+    @inlinable
+    func passLimits(_ input: Plugin.Input, now: Instant, into pass: inout LimitPass) -> GateOutcome<Output>? {
+        guard !chain.isEmpty else { return nil }
+        let keys = stageKeys.map { $0(input) }
+        let cost = handle.plugin.cost(for: input)
+        let admission = chain.admit(keys: keys, cost: cost, now: now)
+        for stage in admission.shadowRefusals {
+            shadowRefusals[stage].increment()
+            shadowCounts[stage] += 1
+        }
+        switch admission.result {
+        case .admitted:
+            pass = LimitPass(keys: keys, hold: admission.hold, cost: cost, reports: rateReports(admission.verdicts))
+            return nil
+        case .refused(let refusing):
+            // The stages before the refusing one report their state after giving back.
+            var verdicts = admission.verdicts
+            for stage in 0..<refusing { verdicts[stage] = chain.peek(stage: stage, key: keys[stage], now: now) }
+            return .limited(
+                LimitRefusal(
+                    stage: chain.stages[refusing].name, verdict: admission.verdicts[refusing],
+                    reports: rateReports(verdicts)))
+        case .busy:
+            return .busy
+        }
+    }
+
+    /// The rate stages' verdicts among `verdicts` (stage *i*'s at *i*), as reports.
+    @inlinable
+    func rateReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
+        var reports: [RateStageReport] = []
+        for (stage, verdict) in zip(chain.stages, verdicts) {
+            guard case .rate(let decision) = verdict, case .rate(let options) = stage.limit else { continue }
+            reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
+        }
+        return reports
+    }
+
+    /// Gives back everything `pass` took: its request will not run.
+    @inlinable
+    func giveBack(_ pass: LimitPass, now: Instant) {
+        guard !pass.hold.isEmpty else { return }
+        chain.rollBack(pass.hold, keys: pass.keys, cost: pass.cost, now: now)
+    }
+
+    /// The effect of a request that `pass` admitted ended: its concurrency slots are free.
+    @inlinable
+    func endLimits(_ pass: LimitPass) {
+        guard !pass.hold.isEmpty else { return }
+        chain.release(pass.hold, keys: pass.keys)
+    }
+
+    /// An execution is gone: frees its slots if it ran, gives back everything it took if it
+    /// never did (superseded, cancelled or evicted while held).
+    @inlinable
+    func endLimits(of execution: Execution, now: Instant) {
+        if case .held = execution.state {
+            giveBack(execution.limits, now: now)
+        } else {
+            endLimits(execution.limits)
+        }
+    }
+
+    @usableFromInline var shadowRefusalCounts: [(stage: String, count: Int)] {
+        zip(chain.stages, shadowCounts).compactMap { $0.shadow ? ($0.name, $1) : nil }
+    }
+}

@@ -1,0 +1,249 @@
+import CoreMetrics
+import Logging
+import SluiceCore
+import SluiceLibevent
+
+/// Idempotency with a shared store: what this process holds answers first; otherwise the store
+/// claims the record (one round trip), and the request runs, replays, joins by polling, or is
+/// refused.
+extension PluginLane {
+    func submitSharedIdempotent(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        binding: SharedLaneState<Output>, options: IdempotencyOptions
+    ) -> GateOutcome<Output>? {
+        // Every answer says whether the store lost its data lately, whenever it comes.
+        let index = self.index
+        let marking: @Sendable () -> Completion = {
+            let completion = later()
+            return { [shard] outcome in
+                completion(shard.lane(index, as: Plugin.self)?.shared?.marked(outcome, now: shard.clock.now) ?? outcome)
+            }
+        }
+        let outcome = submitSharedIdempotent(
+            request, token: token, later: marking, shard: shard, binding: binding, options: options,
+            identity: handle.plugin.identity(for: request.input))
+        return outcome.map { binding.marked($0, now: shard.clock.now) }
+    }
+
+    func submitSharedIdempotent(
+        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        binding: SharedLaneState<Output>, options: IdempotencyOptions, identity: RequestIdentity
+    ) -> GateOutcome<Output>? {
+        // What this process holds comes first: its own running execution, a result not written
+        // yet, or a record it ran alone while the store was down.
+        if let held = heldOutcome(
+            request, token: token, identity: identity, later: later, shard: shard, binding: binding, options: options)
+        {
+            return held
+        }
+        if hasLocalRecord(identity.record, shard: shard) {
+            // Decided here while the store was down: only this process knows it, so it answers
+            // from its own table (and says so), rather than letting the store run it again.
+            let outcome = submitIdempotent(request, token: token, later: {
+                let completion = later()
+                return { completion($0.decidedLocally) }
+            }, shard: shard)
+            return outcome?.decidedLocally
+        }
+        // Results this process could not write yet are bounded: past the cap, refuse new claims.
+        guard binding.unwritten.count < SharedLaneState<Output>.maximumUnwritten else { return .unavailable }
+        if recordQuota != nil {
+            // Charged before the claim (a refused or duplicate request gives it back), so that a
+            // flood of new records never reaches the store.
+            let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+            guard decision?.allowed == true else { return .busy }
+        }
+        if let refused = addPending(request, token: token, later: later, shard: shard) {
+            recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+            return refused
+        }
+        claim(request, token: token, identity: identity, attempt: 0, deadline: nil, shard: shard, binding: binding)
+        return nil
+    }
+
+    /// Whether this process's own table holds a live record of `record` (a payment it ran alone,
+    /// in `local` mode, while the store was down).
+    func hasLocalRecord(_ record: String, shard: GateShard) -> Bool {
+        guard let table = idempotency?.table, let index = table.index(of: record) else { return false }
+        return !table[index].isIdle(at: shard.clock.now)
+    }
+
+    static func replay(_ result: Result<Output, any Error>) -> GateOutcome<Output> {
+        switch result {
+        case .success(let output): .ran(output, .replayed)
+        case .failure(let error): .failed(error, .replayed)
+        }
+    }
+
+    /// The owner name of execution `token`: unique across processes and executions.
+    func owner(of token: EventToken, shard: GateShard, binding: SharedLaneState<Output>) -> String {
+        "\(binding.instance)-\(shard.index)-\(token.rawValue)"
+    }
+
+    /// Asks the store to claim the record for the pending request `token` (again, when
+    /// `attempt` > 0: it polls while another instance runs it).
+    func claim(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, attempt: Int, deadline: Instant?,
+        shard: GateShard, binding: SharedLaneState<Output>
+    ) {
+        guard let options = binding.idempotency else { return }
+        let index = self.index
+        let key = storeKey(identity.record)
+        let owner = owner(of: token, shard: shard, binding: binding)
+        // A lease granted by this claim runs out at the latest a lease after the claim left.
+        let sentAt = shard.clock.now
+        binding.store.claim(
+            key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, retention: options.retention,
+            on: shard.loop
+        ) {
+            [shard] result in
+            shard.lane(index, as: Plugin.self)?.claimAnswered(
+                request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
+                sentAt: sentAt, shard: shard)
+        }
+    }
+
+    /// The answer to a request whose record this process holds (running here, or its result not
+    /// written yet), from that rather than from the store: `nil` when it holds none; otherwise
+    /// the outcome, or `.some(nil)` when the request joined the running execution.
+    func heldOutcome(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: @Sendable () -> Completion,
+        shard: GateShard, binding: SharedLaneState<Output>, options: IdempotencyOptions
+    ) -> GateOutcome<Output>?? {
+        if let flight = binding.flights[identity.record] {
+            guard flight.fingerprint == identity.fingerprint else { return .mismatch }
+            if (identity.concurrent ?? options.concurrent) == .reject { return .conflict }
+            return .some(join(request, token: token, owner: flight.token, later: later, shard: shard))
+        }
+        if let unwritten = binding.unwritten[identity.record] {
+            return unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch
+        }
+        return nil
+    }
+
+    /// The store's key of `key` (a key or an idempotency record) for this plugin.
+    func storeKey(_ key: String) -> StoreKey {
+        StoreKey(plugin: handle.plugin.name, key: key)
+    }
+
+    func claimAnswered(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity,
+        result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, sentAt: Instant, shard: GateShard
+    ) {
+        guard let binding = shared, let options = binding.idempotency else { return }
+        let key = storeKey(identity.record)
+        let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now) }
+        if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.clock.now) }
+        if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
+            // This process holds the record now (its own claim landed meanwhile): answer from it.
+            if case .success(.claimed(let lease)) = result {
+                if let flight = binding.flights[identity.record] {
+                    // Its execution still runs, but its lease ran out (the store was unreachable
+                    // longer than the lease) and this claim took it: the running execution adopts
+                    // the new lease, and this request is its duplicate.
+                    binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
+                    binding.leases[flight.token] = lease
+                    binding.leaseDeadlines[flight.token] = sentAt + options.lease
+                    binding.lost.remove(flight.token)
+                    scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
+                } else {
+                    // Cannot happen (a result waiting for its write keeps its record): give it back.
+                    releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                }
+            }
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            let held = heldOutcome(
+                request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding,
+                options: options)
+            if let outcome = held ?? nil { deliver(completion, outcome) }
+            return
+        }
+        switch result {
+        case .success(.claimed(let lease)):
+            guard let completion = takePending(token, shard: shard) else {
+                // Its caller left before it ran: give the record back so that a retry runs.
+                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                refundQuota()
+                return
+            }
+            if shard.isDraining {
+                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                refundQuota()
+                deliver(completion, .shuttingDown)
+                return
+            }
+            // A new record: the limits decide now (what the store replays or joins never gets
+            // here), and a refusal gives the record back, so that nothing is stored for it.
+            var pass = LimitPass.none
+            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            if case .none = refused {
+                refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
+            }
+            if let refused {
+                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                refundQuota()
+                deliver(completion, refused)
+                return
+            }
+            binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
+            binding.leases[token] = lease
+            binding.leaseDeadlines[token] = sentAt + options.lease
+            scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
+            if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome) }
+        case .success(.running):
+            if (identity.concurrent ?? options.concurrent) == .reject {
+                guard let completion = takePending(token, shard: shard) else { return }
+                refundQuota()
+                deliver(completion, .conflict)
+                return
+            }
+            let now = shard.clock.now
+            let until = deadline ?? now + options.lease
+            guard now < until else {
+                // Waited a whole lease and the other instance still runs it: refuse, not guess.
+                guard let completion = takePending(token, shard: shard) else { return }
+                refundQuota()
+                deliver(completion, .conflict)
+                return
+            }
+            schedulePoll(request, token: token, identity: identity, attempt: attempt + 1, deadline: until, shard: shard)
+        case .success(.completed(let bytes)):
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            if let stored = StoredResult.decode(bytes, as: Output.self) {
+                deliver(completion, Self.replay(stored))
+            } else {
+                binding.logger.error("a stored result cannot be read", metadata: ["record": "\(key)"])
+                deliver(completion, .unavailable)
+            }
+        case .success(.mismatch(let stored)):
+            binding.logger.debug(
+                "idempotency key reused with another payload",
+                metadata: ["record": "\(key)", "stored-fingerprint": "\(stored)", "fingerprint": "\(identity.fingerprint)"])
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            deliver(completion, .mismatch)
+        case .failure:
+            // The claim may have landed before the store failed: give it back, by owner.
+            let owner = owner(of: token, shard: shard, binding: binding)
+            releaseRecord(key, lease: StoreLease(owner: owner, fence: FencingToken(value: 0)), attempt: 0, shard: shard)
+            guard let completion = takePending(token, shard: shard) else {
+                refundQuota()
+                return
+            }
+            refundQuota()
+            binding.countFallback()
+            // A payment never fails open, and never runs alone once the store has said that
+            // another owner runs it (`deadline` is set after the first "running").
+            guard binding.failureMode == .local, deadline == nil else {
+                deliver(completion, .unavailable)
+                return
+            }
+            let local: Completion = { completion($0.decidedLocally) }
+            if let outcome = submitIdempotent(request, token: token, later: { local }, shard: shard) {
+                deliver(local, outcome)
+            }
+        }
+    }
+}

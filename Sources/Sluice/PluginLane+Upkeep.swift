@@ -1,0 +1,138 @@
+import CoreMetrics
+import SluiceCore
+import SluiceLibevent
+
+/// The budget, sweeps, tallies, the commit guard, the drain and the statistics.
+extension PluginLane {
+    @inlinable
+    func charge(_ bytes: Int, now: Instant) -> Bool {
+        if let taken = throttle?.table.charge(bytes: bytes, now: now) { return taken }
+        if let taken = debounce?.table.charge(bytes: bytes, now: now) { return taken }
+        if let taken = rateLimit?.table.charge(bytes: bytes, now: now) { return taken }
+        if let taken = idempotency?.table.charge(bytes: bytes, now: now) { return taken }
+        return sideBudget?.charge(bytes: bytes) ?? false
+    }
+
+    @inlinable
+    func release(_ bytes: Int) {
+        throttle?.table.release(bytes: bytes)
+        debounce?.table.release(bytes: bytes)
+        rateLimit?.table.release(bytes: bytes)
+        idempotency?.table.release(bytes: bytes)
+        sideBudget?.release(bytes: bytes)
+    }
+
+    // MARK: - Upkeep
+
+    @usableFromInline func sweep(now: Instant, maxEntries: Int) {
+        throttle?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        debounce?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        rateLimit?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        idempotency?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        recordQuota?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        chain.sweep(now: now, maxEntries: maxEntries)
+        reportEvictions()
+    }
+
+    /// Adds the evictions since the last report to the metric.
+    func reportEvictions() {
+        guard let evicted = tableStats?.evicted, evicted > evictionsReported else { return }
+        evictionMetric.increment(by: evicted - evictionsReported)
+        evictionsReported = evicted
+    }
+
+    @inlinable
+    func incrementTally(key: String, by amount: Int, now: Instant) -> Int {
+        if tally == nil {
+            tally = try? KeyTable(budget: tallyBudget, whenFull: .evictLeastRecentlyUsed)
+        }
+        return tally?.incrementCount(of: key, by: amount, now: now) ?? 0
+    }
+
+
+    /// The commit guard (see ``EffectContext/commit()``).
+    @usableFromInline
+    func commit(_ token: EventToken, shard: GateShard) -> Result<EffectRecord?, CommitRefusal> {
+        guard let execution = executions[token] else {
+            return .failure(
+                CommitRefusal(code: .notRunning, message: "the effect is not running under the gate", value: "\(token.rawValue)"))
+        }
+        if let reason = execution.cancellationReason {
+            return .failure(
+                CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)"))
+        }
+        if let refusal = sharedLeaseRefusal(token, shard: shard) { return .failure(refusal) }
+        executions.update(token) { $0.committed = true }
+        return .success(record(of: token, shard: shard))
+    }
+
+    /// The record of an idempotent execution and the fence it holds: its shared lease's, or
+    /// for a record in this process's table, one made from its token (``LocalFence``).
+    @usableFromInline
+    func record(of token: EventToken, shard: GateShard) -> EffectRecord? {
+        guard let execution = executions[token], execution.kind == .idempotent else { return nil }
+        let fence = shared?.leases[token]?.fence ?? LocalFence.of(token)
+        return EffectRecord(plugin: handle.plugin.name, key: execution.key, record: execution.record, fence: fence)
+    }
+
+    @inlinable
+    func drain(reason: CancellationReason, shard: GateShard) {
+        for timer in timers.values { timer.cancel() }
+        timers.removeAll()
+        let tokens = executions.keys.sorted { $0.rawValue < $1.rawValue }
+        for token in tokens {
+            if let execution = executions[token], execution.committed, !execution.isCancelling {
+                // Past its commit point: it finishes, its result is stored (and written to a
+                // shared store), and its callers are answered with it.
+                continue
+            }
+            if let execution = executions[token], execution.kind == .idempotent, holdsSharedLease(token) {
+                // A payment holding a shared record may have committed already: its callers are
+                // answered, but it is kept (and its lease renewed) until its task ends, so that
+                // its result is still written, or its record given back if it did not commit.
+                // Giving the record back now would let another instance charge it again.
+                executions.update(token) {
+                    $0.state = .cancelling(reason)
+                    $0.joiners = []
+                }
+                execution.task?.cancel()
+                shard.countCancelled()
+                answer(execution.leader, with: .cancelled(reason), shard: shard)
+                for joiner in execution.joiners { answer(joiner, with: .cancelled(reason), shard: shard) }
+                continue
+            }
+            guard let execution = executions.remove(token) else { continue }
+            release(Self.executionBytes)
+            endLimits(of: execution, now: shard.clock.now)
+            shard.executionEnded()
+            execution.task?.cancel()
+            if execution.kind == .idempotent { idempotency?.cancel(key: execution.record, owner: token) }
+            if execution.kind != .single { shard.finishEntry(token) }
+            shard.countCancelled()
+            let joiners = execution.kind == .singleFlight
+                ? (flights.forget(key: execution.record)?.joiners ?? []) + execution.joiners : execution.joiners
+            answer(execution.leader, with: .cancelled(reason), shard: shard)
+            for joiner in joiners { answer(joiner, with: .cancelled(reason), shard: shard) }
+        }
+        switchLatest = SwitchLatest()
+        flights = SingleFlight()
+        drainShared(reason: reason, shard: shard)
+    }
+
+    @inlinable
+    var keyCount: Int {
+        (throttle?.table.count ?? 0) + (debounce?.table.count ?? 0) + (rateLimit?.table.count ?? 0)
+            + (idempotency?.table.count ?? 0) + chain.keyCount
+    }
+
+    @inlinable
+    var executionCount: Int { executions.count }
+
+    @inlinable
+    var waiterCount: Int { waiters.count }
+
+    @inlinable
+    var tableStats: KeyTableStats? {
+        throttle?.table.stats ?? debounce?.table.stats ?? rateLimit?.table.stats ?? idempotency?.table.stats
+    }
+}
