@@ -51,7 +51,6 @@ public struct EffectContext: Sendable {
     @discardableResult
     public func commit() throws(CommitRefusal) -> EffectRecord? {
         guard let execution else { return nil }
-        loop.preconditionInEventLoop()
         return try shard.commit(lane: lane, execution: execution).get()
     }
 
@@ -61,7 +60,6 @@ public struct EffectContext: Sendable {
     /// take the one ``commit()`` returns for the irreversible step.
     public var record: EffectRecord? {
         guard let execution else { return nil }
-        loop.preconditionInEventLoop()
         return shard.record(lane: lane, execution: execution)
     }
 
@@ -82,8 +80,7 @@ public struct EffectContext: Sendable {
     /// again. Returns 0 only if a single key does not fit the budget.
     @discardableResult
     public func incrementTally(by amount: Int = 1) -> Int {
-        loop.preconditionInEventLoop()
-        return shard.incrementTally(lane: lane, key: key, by: amount)
+        shard.incrementTally(lane: lane, key: key, by: amount)
     }
 
     /// Suspends for `duration` on the shard's clock; a duration of zero or less returns at once.

@@ -147,12 +147,18 @@ public final class Gate: Service, Sendable {
             loop: shards[shard].loop, shardIndex: shard)
     }
 
-    /// Decides about `request` without suspending. Call on `request.loop`.
+    /// Decides about `request` without suspending, on the calling thread (any thread: a
+    /// libevent callback on any loop, a framework's event loop, a plain thread), under the lock
+    /// of the shard that owns its key. A plugin that decides with a shared store is decided on
+    /// its key's loop instead: from elsewhere this hops there and the outcome comes later.
     ///
     /// - Parameter request: what to decide, from ``request(_:_:id:in:)``.
     /// - Parameter later: called at most once, only when the outcome is not known before this
-    ///   returns, to make the completion that will receive it (on `request.loop`). Nothing is
-    ///   allocated for an outcome known at once.
+    ///   returns, to make the completion that will receive it; called under the shard's lock, so
+    ///   it must only make the completion, not call into the gate. Nothing is allocated for an
+    ///   outcome known at once. The completion is called on the thread that ends the request
+    ///   (the key's loop, for an effect's task; the caller of a request that supersedes or
+    ///   cancels this one), never while a shard's lock is held.
     /// - Returns: the outcome when it is known at once (throttled, limited, replayed, mismatch,
     ///   busy, an effect that finished without suspending, …), or `nil` when it will come
     ///   through the completion.
@@ -161,17 +167,46 @@ public final class Gate: Service, Sendable {
         _ request: GateRequest<Plugin>,
         later: @Sendable () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
     ) -> GateOutcome<Plugin.Output>? {
-        request.loop.preconditionInEventLoop()
         guard isAcceptingRequests else { return .shuttingDown }
-        return shards[request.shardIndex].submit(request, later: later)
+        let shard = shards[request.shardIndex]
+        if shard.decidesHere(lane: request.plugin.index) {
+            return shard.submit(request, later: later).outcome
+        }
+        let completion = later()
+        let accepted = shard.loop.executeIfRunning {
+            guard self.isAcceptingRequests else { return completion(.shuttingDown) }
+            if let outcome = shard.submit(request, later: { completion }).outcome { completion(outcome) }
+        }
+        return accepted ? nil : .shuttingDown
     }
 
-    /// Submits `request` from any task and waits for its outcome. If the awaiting task is
-    /// cancelled, the request leaves at once with ``CancellationReason/callerCancelled`` (an
-    /// idempotent execution runs on and stores its result; a shared one is cancelled only when
-    /// no waiter remains).
+    /// Submits `request` from any task and waits for its outcome. The decision is made on the
+    /// calling thread (see ``submitNow(_:later:)``): an outcome known at once returns without
+    /// suspending and without allocating. If the awaiting task is cancelled, the request leaves
+    /// at once with ``CancellationReason/callerCancelled`` (an idempotent execution runs on and
+    /// stores its result; a shared one is cancelled only when no waiter remains).
     public func submit<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
         guard isAcceptingRequests else { return .shuttingDown }
+        let shard = shards[request.shardIndex]
+        guard shard.decidesHere(lane: request.plugin.index) else { return await submitOnLoop(request) }
+        var waiter: OutcomeWaiter<Plugin.Output>?
+        let decided = shard.submit(request) {
+            let made = OutcomeWaiter<Plugin.Output>()
+            waiter = made
+            return { made.resolve($0) }
+        }
+        if let outcome = decided.outcome { return outcome }
+        guard let waiter else { return .busy }
+        waiter.registered(shard: shard, lane: request.plugin.index, token: decided.token)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { waiter.install($0) }
+        } onCancel: {
+            waiter.leave(reason: .callerCancelled)
+        }
+    }
+
+    /// ``submit(_:)`` for a plugin that decides on its key's loop: one hop there and back.
+    private func submitOnLoop<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
         let waiter = OutcomeWaiter<Plugin.Output>()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<GateOutcome<Plugin.Output>, Never>) in
@@ -198,12 +233,13 @@ public final class Gate: Service, Sendable {
             waiter.resolve(.shuttingDown)
             return GateTicket(waiter: waiter)
         }
-        if request.loop.inEventLoop {
-            enqueueOnLoop(request, for: waiter)
+        let shard = shards[request.shardIndex]
+        if shard.decidesHere(lane: request.plugin.index) {
+            decide(request, for: waiter)
         } else {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let accepted = request.loop.executeIfRunning {
-                    self.enqueueOnLoop(request, for: waiter)
+                    self.decide(request, for: waiter)
                     continuation.resume()
                 }
                 if !accepted {
@@ -224,22 +260,24 @@ public final class Gate: Service, Sendable {
 
     private func enqueue<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
         if request.loop.inEventLoop {
-            enqueueOnLoop(request, for: waiter)
-        } else if !request.loop.executeIfRunning({ self.enqueueOnLoop(request, for: waiter) }) {
+            decide(request, for: waiter)
+        } else if !request.loop.executeIfRunning({ self.decide(request, for: waiter) }) {
             waiter.resolve(.shuttingDown)
         }
     }
 
-    private func enqueueOnLoop<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
+    /// Decides about `request` here, for `waiter`.
+    private func decide<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
         guard isAcceptingRequests else {
             waiter.resolve(.shuttingDown)
             return
         }
         let shard = shards[request.shardIndex]
-        if let outcome = shard.submit(request, later: { { waiter.resolve($0) } }) {
+        let decided = shard.submit(request, later: { { waiter.resolve($0) } })
+        if let outcome = decided.outcome {
             waiter.resolve(outcome)
         } else {
-            waiter.registered(shard: shard, lane: request.plugin.index, token: shard.lastSubmittedToken)
+            waiter.registered(shard: shard, lane: request.plugin.index, token: decided.token)
         }
     }
 
@@ -300,12 +338,10 @@ public final class Gate: Service, Sendable {
         await perform(on: shards[shardIndex(forKey: key)]) { $0.cancel(id: id, key: key) } ?? 0
     }
 
-    /// ``cancel(id:key:)`` without suspending. Call on the key's loop.
+    /// ``cancel(id:key:)`` without suspending, on the calling thread (any thread).
     @discardableResult
     public func cancelNow(id: EffectID?, key: String) -> Int {
-        let shard = shards[shardIndex(forKey: key)]
-        shard.loop.preconditionInEventLoop()
-        return shard.cancel(id: id, key: key)
+        shards[shardIndex(forKey: key)].cancel(id: id, key: key)
     }
 
     // MARK: - Shutting down
@@ -383,10 +419,10 @@ public final class Gate: Service, Sendable {
     func perform<Result: Sendable>(
         on shard: GateShard, _ body: @escaping @Sendable (GateShard) -> Result
     ) async -> Result? {
-        if shard.loop.inEventLoop { return body(shard) }
+        if shard.loop.inEventLoop { return shard.withLock { body(shard) } }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Result?, Never>) in
             let accepted = shard.loop.executeIfRunning {
-                continuation.resume(returning: body(shard))
+                continuation.resume(returning: shard.withLock { body(shard) })
             }
             if !accepted { continuation.resume(returning: nil) }
         }

@@ -4,7 +4,8 @@ import SluiceLibevent
 /// Where a gate shard reads `now` and arms timers. On a server it is the shard's loop
 /// (``LoopGateClock``); in plugin tests a manual clock stands in, so no test waits for real time.
 ///
-/// Both members are used on the shard's loop thread only.
+/// Both members may be used from any thread (a decision runs where its caller is); a timer's
+/// body runs on the shard's loop.
 public protocol GateClock: Sendable {
     /// The current instant.
     var now: Instant { get }
@@ -22,7 +23,8 @@ public protocol GateTimer: Sendable {
 
 extension LoopTimer: GateTimer {}
 
-/// The production clock: the loop's cached monotonic time and loop timers.
+/// The production clock: the loop's cached monotonic time on its thread (a fresh read of the
+/// same clock elsewhere), and loop timers.
 public struct LoopGateClock: GateClock {
     /// The loop.
     public let loop: EventLoop
@@ -32,7 +34,7 @@ public struct LoopGateClock: GateClock {
         self.loop = loop
     }
 
-    public var now: Instant { loop.now }
+    public var now: Instant { loop.inEventLoop ? loop.now : EventLoop.monotonicNow() }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         loop.schedule(at: deadline, body)

@@ -3,12 +3,20 @@ import SluiceCore
 /// One plugin's state in one shard, with its types erased: what the shard asks of every plugin
 /// without knowing its input and output (cancellations, timers, sweeps, statistics, drain).
 ///
-/// Every method runs on the loop of the shard that holds the lane.
+/// Every method runs with the lock of the shard that holds the lane, except ``startTask(_:shard:)``
+/// and ``flushOutbox(shard:)``, which the shard calls with its lock released.
 @usableFromInline
 protocol GateLane: AnyObject {
     /// Cancels what a scope entry names: an execution (`isExecution`), or a waiting request,
     /// which then leaves its execution. Returns whether an execution was cancelled by this call.
     func cancelEntry(_ token: EventToken, isExecution: Bool, reason: CancellationReason, shard: GateShard) -> Bool
+    /// Whether requests must be decided on the shard's loop (the plugin decides with a shared
+    /// store, whose calls are made there).
+    var decidesOnLoop: Bool { get }
+    /// Starts the task of an execution launched while the lock was held.
+    func startTask(_ token: EventToken, shard: GateShard)
+    /// Calls the completions queued while the lock was held.
+    func flushOutbox(shard: GateShard)
     /// The policy timer of `key` fired.
     func timerFired(key: String, shard: GateShard)
     /// Drops up to `maxEntries` examined idle entries of each table.

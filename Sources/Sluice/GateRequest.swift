@@ -4,7 +4,7 @@ import SluiceLibevent
 /// from it (the key and the loop that owns it), with the effect ID and scope it runs under.
 ///
 /// Make one with ``Gate/request(_:_:id:in:)``; submit it from any task with
-/// ``Gate/submit(_:)``, or on ``loop`` with ``Gate/submitNow(_:later:)``.
+/// ``Gate/submit(_:)``, or from any thread without suspending with ``Gate/submitNow(_:later:)``.
 public struct GateRequest<Plugin: GatePlugin>: Sendable {
     /// The plugin.
     public let plugin: PluginHandle<Plugin>
@@ -16,7 +16,8 @@ public struct GateRequest<Plugin: GatePlugin>: Sendable {
     public let effectID: EffectID
     /// The scope its caller waits in.
     public let scope: GateScope
-    /// The loop that owns the key: where ``Gate/submitNow(_:later:)`` must be called.
+    /// The loop of the shard that owns the key: it drives the key's timers and runs its effects'
+    /// tasks (a decision runs on the caller's thread).
     public let loop: EventLoop
     /// The shard that owns the key.
     @usableFromInline let shardIndex: Int

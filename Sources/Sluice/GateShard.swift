@@ -1,33 +1,36 @@
 import SluiceCore
 import SluiceLibevent
 
-/// The gate for the keys one loop owns: every plugin's state for those keys (its lane), the
+/// The gate for the keys one shard owns: every plugin's state for those keys (its lane), the
 /// cancellation scopes of the requests waiting here, and the sweep of idle keys.
 ///
-/// Confined to its loop, as a SwiftNIO channel's state is confined to its event loop: a libevent
-/// callback on that loop enters it synchronously and decides without a thread hop, an effect's
-/// task (which prefers the loop as its executor) reports back on the loop thread, and callers
-/// elsewhere hop there first (`loop.execute`). It is not an actor because entering an actor
-/// synchronously from a callback (`assumeIsolated`) allocates twice per call, and a decision
-/// here must allocate nothing.
+/// A decision runs where its caller is, under the shard's lock: a libevent callback on any loop,
+/// a task on the global pool, a framework's thread. The shard's loop drives its timers, and the
+/// tasks of effects resume on it. Nothing the shard does for a decision leaves its lock while
+/// held: an effect's task is started, and a completion called, only once the lock is released
+/// (the shard queues them as actions and carries them out as it leaves its outermost critical
+/// section), so that code of a plugin or of a front never runs under a shard's lock and can
+/// enter any shard again. It is not an actor because entering an actor synchronously from a
+/// callback (`assumeIsolated`) allocates twice per call, and a decision here must allocate
+/// nothing.
 @usableFromInline
 final class GateShard: @unchecked Sendable {
-    // @unchecked Sendable: every mutable property is read and written on `loop`'s thread only;
-    // the entry points called from elsewhere hop there first, and the methods assert it in
-    // debug builds (the public entry points check it in release builds too). The properties
-    // the hot path touches skip the dynamic exclusivity checks (`@exclusivity(unchecked)`):
-    // one thread, no overlapping access.
+    // @unchecked Sendable: every mutable property is read and written with `lock` held (the
+    // stored properties the hot path touches skip the dynamic exclusivity checks with
+    // `@exclusivity(unchecked)`: the lock orders every access, and no access overlaps another).
 
-    /// The loop that owns this shard's keys.
+    /// The loop that drives this shard's timers and runs its effects' tasks.
     @usableFromInline let loop: EventLoop
     /// Where `now` and timers come from.
     @usableFromInline let clock: any GateClock
     /// The shard's position in the gate.
     @usableFromInline let index: Int
+    /// Held for every access to the shard's state (recursive: see ``ShardLock``).
+    @usableFromInline let lock = ShardLock()
 
     private let options: GateOptions
     private let counters: GateCounters
-    @usableFromInline @exclusivity(unchecked) var lanes: [any GateLane] = []
+    @usableFromInline let lanes: [any GateLane]
     private var tree = ScopeTree<String, EffectID>()
     /// The local node of each gate scope that has requests here, and back.
     private var localScopes: [UInt64: ScopeID] = [:]
@@ -35,6 +38,19 @@ final class GateShard: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
     /// The waiter token of the request the last `submit` decided about.
     @usableFromInline @exclusivity(unchecked) var lastSubmittedToken = EventToken(0)
+    /// How deep the current thread is in the shard's critical sections.
+    @usableFromInline @exclusivity(unchecked) var depth = 0
+    /// Whether the request `submit` decides about may leave its leading waiter without a
+    /// completion (``submit(_:later:)`` installs it after starting its task), and whether it did.
+    @usableFromInline @exclusivity(unchecked) var collectingLeader = false
+    @usableFromInline @exclusivity(unchecked) var leaderAwaitsCompletion = false
+    /// Actions to carry out once the lock is released: effects' tasks to start (lane and
+    /// execution), tasks to cancel, and lanes with completions to call.
+    @usableFromInline @exclusivity(unchecked) var launches: [(lane: Int, token: EventToken)] = []
+    @usableFromInline @exclusivity(unchecked) var cancellations: [Task<Void, Never>] = []
+    @usableFromInline @exclusivity(unchecked) var lanesToFlush: [Int] = []
+    /// The latest instant a decision read: `now` never goes back, whichever thread reads it.
+    @usableFromInline @exclusivity(unchecked) var latest: Instant
     private var sweepTimer: (any GateTimer)?
     /// Set once the gate drains: a store's late answer starts no new execution.
     @usableFromInline var isDraining = false
@@ -49,11 +65,75 @@ final class GateShard: @unchecked Sendable {
         self.index = index
         self.options = options
         self.counters = counters
+        self.latest = Instant(nanoseconds: Int64.min)
         var lanes: [any GateLane] = []
         for (plugin, epochWatch) in zip(plugins, epochWatches) {
             lanes.append(try plugin.makeLane(shardCount, epochWatch))
         }
         self.lanes = lanes
+    }
+
+    // MARK: - The lock and its actions
+
+    /// Runs `body` with the lock held; leaving the outermost critical section carries out the
+    /// actions queued in it, with the lock released.
+    @inlinable
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        lock.lock()
+        depth &+= 1
+        defer { leave() }
+        return try body()
+    }
+
+    /// Leaves a critical section entered by `lock.lock()` and `depth += 1`.
+    @inlinable
+    func leave() {
+        depth &-= 1
+        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
+            performActions()
+        } else {
+            lock.unlock()
+        }
+    }
+
+    /// Carries out the queued actions with the lock released, until none is left; returns with
+    /// the lock released. Called holding the lock, at depth 0.
+    @usableFromInline
+    func performActions() {
+        while true {
+            let cancelling = cancellations
+            let starting = launches
+            let flushing = lanesToFlush
+            cancellations.removeAll(keepingCapacity: true)
+            launches.removeAll(keepingCapacity: true)
+            lanesToFlush.removeAll(keepingCapacity: true)
+            lock.unlock()
+            for task in cancelling { task.cancel() }
+            for launch in starting { lanes[launch.lane].startTask(launch.token, shard: self) }
+            for lane in flushing { lanes[lane].flushOutbox(shard: self) }
+            lock.lock()
+            if launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty {
+                lock.unlock()
+                return
+            }
+        }
+    }
+
+    /// Cancels `task` once the lock is released (its cancellation handlers run code of its
+    /// own). Call with the lock held.
+    @inlinable
+    func cancelLater(_ task: Task<Void, Never>?) {
+        guard let task else { return }
+        cancellations.append(task)
+    }
+
+    /// The current instant for a decision: the clock's, never before one read earlier (a loop's
+    /// cached time may trail a fresh read on another thread). Call with the lock held.
+    @inlinable
+    var now: Instant {
+        let read = clock.now
+        if read > latest { latest = read }
+        return latest
     }
 
     // MARK: - Requests
@@ -75,27 +155,58 @@ final class GateShard: @unchecked Sendable {
         return unsafeDowncast(lanes[index], to: PluginLane<Plugin>.self)
     }
 
-    /// Decides about `request` (see ``Gate/submitNow(_:later:)``).
+    /// Whether a request of plugin `index` may be decided on this thread: always, unless the
+    /// plugin decides with a shared store, whose calls are made on the shard's loop.
     @inlinable
-    func submit<Plugin: GatePlugin>(
-        _ request: GateRequest<Plugin>, later: @Sendable () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
-    ) -> GateOutcome<Plugin.Output>? {
-        loop.assertInEventLoop()
-        guard let lane = lane(request.plugin.index, as: Plugin.self) else { return .busy }
-        let outcome = lane.submit(request, later: later, shard: self)
-        if let outcome { lane.metrics.count(outcome) }
-        return outcome
+    func decidesHere(lane index: Int) -> Bool {
+        guard lanes.indices.contains(index) else { return true }
+        return !lanes[index].decidesOnLoop || loop.inEventLoop
     }
 
-    /// An effect's task ended; called from the task, which runs on the loop.
+    /// Decides about `request` on this thread (see ``Gate/submitNow(_:later:)``): the outcome
+    /// when it is known before this returns (an effect that ends without suspending included),
+    /// else `nil`, `later`'s completion installed; and the token the request waits under.
+    @inlinable
+    func submit<Plugin: GatePlugin>(
+        _ request: GateRequest<Plugin>, later: () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
+    ) -> (outcome: GateOutcome<Plugin.Output>?, token: EventToken) {
+        guard let lane = lane(request.plugin.index, as: Plugin.self) else { return (.busy, EventToken(0)) }
+        lock.lock()
+        depth &+= 1
+        let outer = depth == 1
+        collectingLeader = outer
+        leaderAwaitsCompletion = false
+        var outcome = lane.submit(request, later: later, shard: self)
+        collectingLeader = false
+        let token = lastSubmittedToken
+        let awaitsCompletion = outcome == nil && leaderAwaitsCompletion
+        leave()
+        if awaitsCompletion {
+            // Its task has started (and perhaps ended): take its outcome, or give it the
+            // completion that will receive it.
+            lock.lock()
+            depth &+= 1
+            outcome = lane.installCompletion(token, later: later)
+            leave()
+        }
+        if let outcome { lane.metrics.count(outcome) }
+        return (outcome, token)
+    }
+
+    /// An effect's task ended (on any thread; its continuations run on the loop).
     @inlinable
     func effectEnded<Plugin: GatePlugin>(
         lane index: Int, execution: EventToken, plugin: Plugin.Type, result: Result<Plugin.Output, any Error>
     ) {
-        // Off the loop thread only if the task ignored its loop (it cannot, as its executor
-        // preference), so this is a safety net, not a path.
-        guard loop.inEventLoop else { return }
-        lane(index, as: Plugin.self)?.effectEnded(execution, result: result, shard: self)
+        withLock { lane(index, as: Plugin.self)?.effectEnded(execution, result: result, shard: self) }
+    }
+
+    /// Runs `body` with the lock held and plugin `index`'s lane, if it has one.
+    @inlinable
+    func withLane<Plugin: GatePlugin, Result>(
+        _ index: Int, as plugin: Plugin.Type, _ body: (PluginLane<Plugin>) -> Result
+    ) -> Result? {
+        withLock { lane(index, as: Plugin.self).map(body) }
     }
 
     /// The commit guard of execution `execution` of plugin `lane` (see
@@ -106,28 +217,28 @@ final class GateShard: @unchecked Sendable {
         guard lanes.indices.contains(index) else {
             return .failure(CommitRefusal(code: .notRunning, message: "the effect's plugin is not in this gate", value: "\(index)"))
         }
-        return lanes[index].commit(execution, shard: self)
+        return withLock { lanes[index].commit(execution, shard: self) }
     }
 
     /// The idempotency record and current fence of execution `execution` of plugin `lane`.
     @usableFromInline
     func record(lane index: Int, execution: EventToken) -> EffectRecord? {
         guard lanes.indices.contains(index) else { return nil }
-        return lanes[index].record(of: execution, shard: self)
+        return withLock { lanes[index].record(of: execution, shard: self) }
     }
 
     /// A policy timer of plugin `lane` fired for `key`.
     @usableFromInline
     func timerFired(lane index: Int, key: String) {
         guard lanes.indices.contains(index) else { return }
-        lanes[index].timerFired(key: key, shard: self)
+        withLock { lanes[index].timerFired(key: key, shard: self) }
     }
 
     /// Adds to a key's tally (see ``EffectContext/incrementTally(by:)``).
     @usableFromInline
     func incrementTally(lane index: Int, key: String, by amount: Int) -> Int {
         guard lanes.indices.contains(index) else { return 0 }
-        return lanes[index].incrementTally(key: key, by: amount, now: clock.now)
+        return withLock { lanes[index].incrementTally(key: key, by: amount, now: now) }
     }
 
     // MARK: - Scopes
@@ -171,14 +282,20 @@ final class GateShard: @unchecked Sendable {
 
     /// A gate scope closed: every request waiting in it or below it here leaves.
     func closeScope(_ id: UInt64) {
-        guard let local = localScopes[id] else { return }
-        let tokens = tree.close(local, removedScope: forgetScope)
-        _ = cancelEntries(tokens, reason: .scopeClosed)
+        withLock {
+            guard let local = localScopes[id] else { return }
+            let tokens = tree.close(local, removedScope: forgetScope)
+            _ = cancelEntries(tokens, reason: .scopeClosed)
+        }
     }
 
     /// Cancels the entries under `id` in a gate scope and below it (the root when `scope` is
     /// `nil`). Returns how many executions that cancelled.
     func cancel(id: EffectID, inScope scope: UInt64?) -> Int {
+        withLock { cancelLocked(id: id, inScope: scope) }
+    }
+
+    private func cancelLocked(id: EffectID, inScope scope: UInt64?) -> Int {
         let local: ScopeID
         if let scope {
             guard let found = localScopes[scope] else { return 0 }
@@ -192,13 +309,13 @@ final class GateShard: @unchecked Sendable {
     /// Cancels the entries of `key` with this ID (every ID when `nil`). Returns how many
     /// executions that cancelled.
     func cancel(id: EffectID?, key: String) -> Int {
-        cancelEntries(tree.cancel(id: id, key: key), reason: .requested)
+        withLock { cancelEntries(tree.cancel(id: id, key: key), reason: .requested) }
     }
 
     /// A caller stopped waiting (its task was cancelled).
     func leave(waiter token: EventToken, lane index: Int, reason: CancellationReason) {
         guard lanes.indices.contains(index) else { return }
-        _ = lanes[index].cancelEntry(token, isExecution: false, reason: reason, shard: self)
+        withLock { _ = lanes[index].cancelEntry(token, isExecution: false, reason: reason, shard: self) }
     }
 
     /// Acts on cancelled entries: executions first, then waiting requests (a waiter of an
@@ -230,31 +347,39 @@ final class GateShard: @unchecked Sendable {
 
     /// Starts the periodic sweep of idle keys. Call on the loop.
     func startSweeping() {
-        sweepTimer = clock.schedule(at: clock.now + options.sweepInterval) { [self] in
-            self.sweep()
+        withLock {
+            sweepTimer = clock.schedule(at: now + options.sweepInterval) { [self] in
+                self.sweep()
+            }
         }
     }
 
     /// Stops the periodic sweep.
     func stopSweeping() {
-        sweepTimer?.cancel()
-        sweepTimer = nil
+        withLock {
+            sweepTimer?.cancel()
+            sweepTimer = nil
+        }
     }
 
     private func sweep() {
-        guard sweepTimer != nil else { return }
-        let now = clock.now
-        for lane in lanes { lane.sweep(now: now, maxEntries: options.sweepBatch) }
-        startSweeping()
+        withLock {
+            guard sweepTimer != nil else { return }
+            let now = self.now
+            for lane in lanes { lane.sweep(now: now, maxEntries: options.sweepBatch) }
+            startSweeping()
+        }
     }
 
     /// The gate began to drain: `signal` hears when this shard has no execution left.
     func beginDrain(_ signal: DrainSignal) {
-        isDraining = true
-        if executionCount == 0 {
-            signal.shardIsIdle()
-        } else {
-            drainSignal = signal
+        withLock {
+            isDraining = true
+            if executionCount == 0 {
+                signal.shardIsIdle()
+            } else {
+                drainSignal = signal
+            }
         }
     }
 
@@ -268,9 +393,11 @@ final class GateShard: @unchecked Sendable {
 
     /// The grace period is over: cancels and answers everything left, and stops sweeping.
     func finishDrain() {
-        drainSignal = nil
-        for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
-        stopSweeping()
+        withLock {
+            drainSignal = nil
+            for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
+            stopSweeping()
+        }
     }
 
     // MARK: - Statistics

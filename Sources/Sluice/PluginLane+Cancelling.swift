@@ -28,7 +28,7 @@ extension PluginLane {
                 // New requests start a new flight; those that waited still get this one's end.
                 executions.update(token) { $0.joiners = forgotten.joiners }
             }
-            execution.task?.cancel()
+            shard.cancelLater(execution.task)
         }
         shard.countCancelled()
         return true
@@ -88,14 +88,13 @@ extension PluginLane {
     @inlinable
     func timerFired(key: String, shard: GateShard) {
         timers[key] = nil
-        let now = shard.clock.now
+        let now = shard.now
         switch throttle?.fire(key: key, now: now) ?? debounce?.fire(key: key, now: now) ?? .none {
         case .run(let token):
             guard let execution = executions[token], case .held = execution.state else { return }
             if cancelInFlight { cancelRunning(key: key, effectID: execution.effectID, shard: shard) }
             // Its waiters have their completions already: nothing is answered through `submit`.
             launch(token, shard: shard)
-            submitting = nil
         case .reschedule(let deadline):
             armTimer(key: key, at: deadline, shard: shard)
         case .none:

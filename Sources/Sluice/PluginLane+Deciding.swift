@@ -7,10 +7,10 @@ import SluiceLibevent
 extension PluginLane {
     @inlinable
     func submitRateLimit(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
         let cost = handle.plugin.cost(for: request.input)
-        let now = shard.clock.now
+        let now = shard.now
         guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
             return .busy
         }
@@ -35,10 +35,10 @@ extension PluginLane {
 
     @inlinable
     func submitTimed(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
         let key = request.key
-        let now = shard.clock.now
+        let now = shard.now
         // libevent runs socket callbacks before the timers of the same iteration: deliver a timer
         // that is already due first, so the event sees the state it would have after it.
         if !timers.isEmpty, let timer = timers[key], timer.deadline <= now {
@@ -98,7 +98,7 @@ extension PluginLane {
 
     @inlinable
     func submitIdempotent(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
         let identity = handle.plugin.identity(for: request.input)
         let decision: IdempotencyDecision<Result<Output, any Error>>?
@@ -106,7 +106,7 @@ extension PluginLane {
             // The owner runs in this process, which completes or releases its record: no lease
             // runs out under a live owner, however long it works.
             decision = try idempotency?.begin(
-                key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.clock.now,
+                key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.now,
                 lease: .untilReleased, concurrent: identity.concurrent)
         } catch {
             return .busy
@@ -115,7 +115,7 @@ extension PluginLane {
         case .execute:
             if recordQuota != nil {
                 // A quota table that cannot hold the key refuses too.
-                let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+                let decision = try? recordQuota?.check(key: request.key, now: shard.now)
                 guard decision?.allowed == true else {
                     idempotency?.cancel(key: identity.record, owner: token)
                     return .busy
@@ -124,13 +124,13 @@ extension PluginLane {
             // Only a new record reaches the limits: a replay, a join, a mismatch or a conflict
             // spends nothing.
             var pass = LimitPass.none
-            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            var refused = passLimits(request.input, now: shard.now, into: &pass)
             if case .none = refused {
                 refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
             }
             if let refused {
                 idempotency?.cancel(key: identity.record, owner: token)
-                recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+                recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
                 return refused
             }
             return launchAndWait(token, later: later, shard: shard)
@@ -151,13 +151,13 @@ extension PluginLane {
 
     @inlinable
     func submitSingleFlight(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
         let record = handle.plugin.identity(for: request.input).record
         switch flights.begin(token, key: record) {
         case .lead:
             var pass = LimitPass.none
-            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            var refused = passLimits(request.input, now: shard.now, into: &pass)
             if case .none = refused {
                 refused = admit(request, token: token, kind: .singleFlight, record: record, limits: pass, shard: shard)
             }
@@ -174,7 +174,7 @@ extension PluginLane {
     /// Runs a single execution for `request` now.
     @inlinable
     func runSingle(
-        _ request: GateRequest<Plugin>, token: EventToken, limits pass: LimitPass, later: @Sendable () -> Completion,
+        _ request: GateRequest<Plugin>, token: EventToken, limits pass: LimitPass, later: () -> Completion,
         shard: GateShard
     ) -> GateOutcome<Output>? {
         if let outcome = runInPlace(request, rateLimit: nil, limits: pass, shard: shard) { return outcome }
@@ -213,7 +213,7 @@ extension PluginLane {
         _ request: GateRequest<Plugin>, token: EventToken, kind: Kind, record: String, limits pass: LimitPass,
         shard: GateShard
     ) -> GateOutcome<Output>? {
-        let now = shard.clock.now
+        let now = shard.now
         guard charge(Self.executionBytes, now: now) else {
             giveBack(pass, now: now)
             return .busy
@@ -252,7 +252,7 @@ extension PluginLane {
     /// Adds `request` as a waiter of the shared execution `owner`.
     @inlinable
     func join(
-        _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, later: @Sendable () -> Completion,
+        _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, later: () -> Completion,
         shard: GateShard
     ) -> GateOutcome<Output>? {
         guard executions.contains(owner) else {
@@ -261,7 +261,7 @@ extension PluginLane {
             if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
             return .conflict
         }
-        guard charge(Self.waiterBytes, now: shard.clock.now) else {
+        guard charge(Self.waiterBytes, now: shard.now) else {
             if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
             return .busy
         }

@@ -4,50 +4,84 @@ import SluiceLibevent
 
 /// Running executions: their tasks, their ends, and the outcomes their waiters get.
 extension PluginLane {
-    /// Launches execution `token` and returns its outcome if it ended before this returns;
-    /// otherwise gives its leading waiter the completion `later` makes.
+    /// Launches execution `token`. Inside the shard's `submit` for the request that leads it,
+    /// the leading waiter is left without a completion: the shard starts the task once it
+    /// releases its lock, then takes the outcome if the effect ended without suspending, or
+    /// installs `later`'s completion (``installCompletion(_:later:)``). Elsewhere (a store's
+    /// answer) the completion `later` makes is installed now. Returns `nil`, or the outcome of
+    /// an execution that was not held.
     @inlinable
-    func launchAndWait(_ token: EventToken, later: @Sendable () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
-        immediate = nil
+    func launchAndWait(_ token: EventToken, later: () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
         guard let leader = launch(token, shard: shard) else { return .cancelled(.requested) }
-        submitting = nil
-        if let outcome = immediate.take() {
-            return outcome
+        if shard.collectingLeader {
+            shard.lastSubmittedToken = leader
+            shard.leaderAwaitsCompletion = true
+        } else {
+            waiters.update(leader) { $0.completion = later() }
         }
-        guard waiters.update(leader, { $0.completion = later() }) != nil else { return .cancelled(.requested) }
         return nil
     }
 
-    /// Starts a held execution's task. Returns the request that leads it, or `nil` if it was not
-    /// held. While the task runs synchronously, that request is the one `submit` answers with
-    /// the outcome, if the effect ends before it suspends.
+    /// The completion of `leader`, whose task the shard started after `submit` decided: its
+    /// outcome if it has one already (the effect ended, or it was cancelled, before this),
+    /// else `nil` with `later`'s completion installed.
+    @inlinable
+    func installCompletion(_ leader: EventToken, later: () -> Completion) -> GateOutcome<Output>? {
+        guard let waiter = waiters[leader] else { return .cancelled(.requested) }
+        if let parked = waiter.parked {
+            waiters.remove(leader)
+            release(Self.waiterBytes)
+            return parked
+        }
+        waiters.update(leader) { $0.completion = later() }
+        return nil
+    }
+
+    /// Marks a held execution running and queues its task's start for when the shard releases
+    /// its lock (an effect's code never runs under it). Returns the request that leads it, or
+    /// `nil` if it was not held.
     @inlinable
     @discardableResult
     func launch(_ token: EventToken, shard: GateShard) -> EventToken? {
-        // Read what the task needs in place, and mark the execution running.
         let started = executions.update(token) {
-            execution -> (key: String, input: Plugin.Input, effectID: EffectID, leader: EventToken)? in
+            execution -> (key: String, effectID: EffectID, leader: EventToken)? in
             guard case .held = execution.state else { return nil }
             execution.state = .running
-            return (execution.key, execution.input, execution.effectID, execution.leader)
+            return (execution.key, execution.effectID, execution.leader)
         }
         guard let started = started ?? nil else { return nil }
-        submitting = started.leader
         if cancelInFlight, let replaced = switchLatest.start(token, key: started.key, effect: started.effectID),
             replaced != token
         {
             _ = cancelExecution(replaced, reason: .replaced, shard: shard)
         }
+        shard.launches.append((index, token))
+        return started.leader
+    }
+
+    /// Starts the task of execution `token`, launched under the lock and now released: on the
+    /// shard's loop the effect starts on this thread and runs until it first suspends; from
+    /// another thread it starts on the loop. Its continuations run on the loop. An execution
+    /// cancelled before its start ends at once, its effect never run.
+    @usableFromInline
+    func startTask(_ token: EventToken, shard: GateShard) {
+        shard.lock.lock()
+        let execution = executions[token]
+        shard.lock.unlock()
+        guard let execution, execution.task == nil else { return }
+        guard case .running = execution.state else {
+            if execution.isCancelling {
+                shard.effectEnded(lane: index, execution: token, plugin: Plugin.self, result: .failure(CancellationError()))
+            }
+            return
+        }
         // The task captures little: the handle's storage (one reference), the input and the
         // context (which reaches the shard).
         let storage = handle.storage
-        let input = started.input
-        let context = EffectContext(key: started.key, effectID: started.effectID, shard: shard, lane: index, execution: token)
+        let input = execution.input
+        let context = EffectContext(key: execution.key, effectID: execution.effectID, shard: shard, lane: index, execution: token)
         let duration = metrics.effectDuration
-        endedSynchronously = nil
-        // Nonisolated and immediate: the effect starts on this thread now, and one that never
-        // suspends has ended before `launch` returns. Its continuations run on the key's loop.
-        let task = Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
+        let operation: @Sendable @concurrent () async -> Void = {
             let result: Result<Output, any Error>
             let start = ContinuousClock.now
             do {
@@ -58,11 +92,19 @@ extension PluginLane {
             duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
             context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
         }
-        // An effect that never suspended has already ended (and is gone).
-        if endedSynchronously != token {
+        // On the loop, the effect starts on this thread now (one that never suspends has ended
+        // when this returns); from elsewhere it starts on the loop, as its continuations do.
+        let task =
+            shard.loop.inEventLoop
+            ? Task.immediate(executorPreference: shard.loop, operation: operation)
+            : Task(executorPreference: shard.loop, operation: operation)
+        // An effect that never suspended has ended already (and is gone); one cancelled while
+        // its task was starting hears of it now.
+        shard.withLock {
+            guard let current = executions[token] else { return }
             executions.update(token) { $0.task = task }
+            if current.isCancelling { shard.cancelLater(task) }
         }
-        return started.leader
     }
 
     /// An execution's task returned: store its result if the policy keeps one, and answer its
@@ -70,10 +112,9 @@ extension PluginLane {
     @inlinable
     func effectEnded(_ token: EventToken, result: Result<Output, any Error>, shard: GateShard) {
         guard let execution = executions.remove(token) else { return }
-        endedSynchronously = token
         release(Self.executionBytes)
         // Its concurrency slots are free before its callers hear of it.
-        endLimits(of: execution, now: shard.clock.now)
+        endLimits(of: execution, now: shard.now)
         shard.executionEnded()
         if cancelInFlight { switchLatest.finished(token, key: execution.key, effect: execution.effectID) }
         let reason = execution.cancellationReason
@@ -85,7 +126,7 @@ extension PluginLane {
             // Read before the lease is forgotten.
             let awaitsRecord = shared != nil && awaitsRecord(token, result: result, reason: reason)
             if !finishShared(token, result: result, execution: execution, shard: shard) {
-                store(result, of: execution, token: token, now: shard.clock.now)
+                store(result, of: execution, token: token, now: shard.now)
             }
             if awaitsRecord {
                 awaitRecord(of: execution, shard: shard)
@@ -165,18 +206,41 @@ extension PluginLane {
         error is CancellationError || error is CommitRefusal
     }
 
-    /// Gives a waiting request its outcome and forgets it.
+    /// Gives a waiting request its outcome and forgets it: its completion is called once the
+    /// shard releases its lock. A leading waiter whose completion is not installed yet keeps
+    /// the outcome for ``installCompletion(_:later:)``.
     @inlinable
     func answer(_ waiter: EventToken, with outcome: GateOutcome<Output>, shard: GateShard) {
-        guard let entry = waiters.remove(waiter) else { return }
+        guard let entry = waiters[waiter] else { return }
+        guard let completion = entry.completion else {
+            if entry.parked == nil {
+                waiters.update(waiter) { $0.parked = outcome }
+                shard.finishEntry(waiter)
+            }
+            return
+        }
+        waiters.remove(waiter)
         release(Self.waiterBytes)
         shard.finishEntry(waiter)
-        if let completion = entry.completion {
-            metrics.count(outcome)
-            completion(outcome)
-        } else if waiter == submitting {
-            immediate = outcome
-        }
+        deliver(completion, outcome, shard: shard)
+    }
+
+    /// Calls `completion` with `outcome` once the shard releases its lock, counted.
+    @inlinable
+    func deliver(_ completion: @escaping Completion, _ outcome: GateOutcome<Output>, shard: GateShard) {
+        metrics.count(outcome)
+        outbox.append((completion, outcome))
+        if outbox.count == 1 { shard.lanesToFlush.append(index) }
+    }
+
+    /// Calls the completions queued while the lock was held. Called with the lock released.
+    @usableFromInline
+    func flushOutbox(shard: GateShard) {
+        shard.lock.lock()
+        var items: [(Completion, GateOutcome<Output>)] = []
+        swap(&items, &outbox)
+        shard.lock.unlock()
+        for (completion, outcome) in items { completion(outcome) }
     }
 
     /// Answers every waiter of a held execution and forgets it.
@@ -186,7 +250,7 @@ extension PluginLane {
         executions.remove(token)
         release(Self.executionBytes)
         // It never ran: everything it took from the limits goes back.
-        endLimits(of: execution, now: shard.clock.now)
+        endLimits(of: execution, now: shard.now)
         shard.executionEnded()
         if execution.kind != .single { shard.finishEntry(token) }
         answer(execution.leader, with: outcome, shard: shard)

@@ -8,25 +8,25 @@ import SluiceLibevent
 /// refused.
 extension PluginLane {
     func submitSharedIdempotent(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>, options: IdempotencyOptions
     ) -> GateOutcome<Output>? {
         // Every answer says whether the store lost its data lately, whenever it comes.
         let index = self.index
-        let marking: @Sendable () -> Completion = {
+        let marking: () -> Completion = {
             let completion = later()
             return { [shard] outcome in
-                completion(shard.lane(index, as: Plugin.self)?.shared?.marked(outcome, now: shard.clock.now) ?? outcome)
+                completion(shard.withLane(index, as: Plugin.self) { $0.shared?.marked(outcome, now: shard.now) ?? outcome } ?? outcome)
             }
         }
         let outcome = submitSharedIdempotent(
             request, token: token, later: marking, shard: shard, binding: binding, options: options,
             identity: handle.plugin.identity(for: request.input))
-        return outcome.map { binding.marked($0, now: shard.clock.now) }
+        return outcome.map { binding.marked($0, now: shard.now) }
     }
 
     func submitSharedIdempotent(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>, options: IdempotencyOptions, identity: RequestIdentity
     ) -> GateOutcome<Output>? {
         // What this process holds comes first: its own running execution, a result not written
@@ -50,11 +50,11 @@ extension PluginLane {
         if recordQuota != nil {
             // Charged before the claim (a refused or duplicate request gives it back), so that a
             // flood of new records never reaches the store.
-            let decision = try? recordQuota?.check(key: request.key, now: shard.clock.now)
+            let decision = try? recordQuota?.check(key: request.key, now: shard.now)
             guard decision?.allowed == true else { return .busy }
         }
         if let refused = addPending(request, token: token, later: later, shard: shard) {
-            recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now)
+            recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
             return refused
         }
         claim(request, token: token, identity: identity, attempt: 0, deadline: nil, shard: shard, binding: binding)
@@ -65,7 +65,7 @@ extension PluginLane {
     /// in `local` mode, while the store was down).
     func hasLocalRecord(_ record: String, shard: GateShard) -> Bool {
         guard let table = idempotency?.table, let index = table.index(of: record) else { return false }
-        return !table[index].isIdle(at: shard.clock.now)
+        return !table[index].isIdle(at: shard.now)
     }
 
     static func replay(_ result: Result<Output, any Error>) -> GateOutcome<Output> {
@@ -91,15 +91,17 @@ extension PluginLane {
         let key = storeKey(identity.record)
         let owner = owner(of: token, shard: shard, binding: binding)
         // A lease granted by this claim runs out at the latest a lease after the claim left.
-        let sentAt = shard.clock.now
+        let sentAt = shard.now
         binding.store.claim(
             key, fingerprint: identity.fingerprint, owner: owner, lease: options.lease, retention: options.retention,
             on: shard.loop
         ) {
             [shard] result in
-            shard.lane(index, as: Plugin.self)?.claimAnswered(
-                request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
-                sentAt: sentAt, shard: shard)
+            shard.withLane(index, as: Plugin.self) {
+                $0.claimAnswered(
+                    request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
+                    sentAt: sentAt, shard: shard)
+            }
         }
     }
 
@@ -107,7 +109,7 @@ extension PluginLane {
     /// written yet), from that rather than from the store: `nil` when it holds none; otherwise
     /// the outcome, or `.some(nil)` when the request joined the running execution.
     func heldOutcome(
-        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: @Sendable () -> Completion,
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: () -> Completion,
         shard: GateShard, binding: SharedLaneState<Output>, options: IdempotencyOptions
     ) -> GateOutcome<Output>?? {
         if let flight = binding.flights[identity.record] {
@@ -132,8 +134,8 @@ extension PluginLane {
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
-        let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.clock.now) }
-        if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.clock.now) }
+        let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.now) }
+        if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.now) }
         if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
             // This process holds the record now (its own claim landed meanwhile): answer from it.
             if case .success(.claimed(let lease)) = result {
@@ -156,7 +158,7 @@ extension PluginLane {
             let held = heldOutcome(
                 request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding,
                 options: options)
-            if let outcome = held ?? nil { deliver(completion, outcome) }
+            if let outcome = held ?? nil { deliver(completion, outcome, shard: shard) }
             return
         }
         switch result {
@@ -170,41 +172,41 @@ extension PluginLane {
             if shard.isDraining {
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 refundQuota()
-                deliver(completion, .shuttingDown)
+                deliver(completion, .shuttingDown, shard: shard)
                 return
             }
             // A new record: the limits decide now (what the store replays or joins never gets
             // here), and a refusal gives the record back, so that nothing is stored for it.
             var pass = LimitPass.none
-            var refused = passLimits(request.input, now: shard.clock.now, into: &pass)
+            var refused = passLimits(request.input, now: shard.now, into: &pass)
             if case .none = refused {
                 refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
             }
             if let refused {
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 refundQuota()
-                deliver(completion, refused)
+                deliver(completion, refused, shard: shard)
                 return
             }
             binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
             binding.leases[token] = lease
             binding.leaseDeadlines[token] = sentAt + options.lease
             scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
-            if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome) }
+            if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome, shard: shard) }
         case .success(.running):
             if (identity.concurrent ?? options.concurrent) == .reject {
                 guard let completion = takePending(token, shard: shard) else { return }
                 refundQuota()
-                deliver(completion, .conflict)
+                deliver(completion, .conflict, shard: shard)
                 return
             }
-            let now = shard.clock.now
+            let now = shard.now
             let until = deadline ?? now + options.lease
             guard now < until else {
                 // Waited a whole lease and the other instance still runs it: refuse, not guess.
                 guard let completion = takePending(token, shard: shard) else { return }
                 refundQuota()
-                deliver(completion, .conflict)
+                deliver(completion, .conflict, shard: shard)
                 return
             }
             schedulePoll(request, token: token, identity: identity, attempt: attempt + 1, deadline: until, shard: shard)
@@ -212,10 +214,10 @@ extension PluginLane {
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
             if let stored = StoredResult.decode(bytes, as: Output.self) {
-                deliver(completion, Self.replay(stored))
+                deliver(completion, Self.replay(stored), shard: shard)
             } else {
                 binding.logger.error("a stored result cannot be read", metadata: ["record": "\(key)"])
-                deliver(completion, .unavailable)
+                deliver(completion, .unavailable, shard: shard)
             }
         case .success(.mismatch(let stored)):
             binding.logger.debug(
@@ -223,7 +225,7 @@ extension PluginLane {
                 metadata: ["record": "\(key)", "stored-fingerprint": "\(stored)", "fingerprint": "\(identity.fingerprint)"])
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
-            deliver(completion, .mismatch)
+            deliver(completion, .mismatch, shard: shard)
         case .failure:
             // The claim may have landed before the store failed: give it back, by owner.
             let owner = owner(of: token, shard: shard, binding: binding)
@@ -237,12 +239,12 @@ extension PluginLane {
             // A payment never fails open, and never runs alone once the store has said that
             // another owner runs it (`deadline` is set after the first "running").
             guard binding.failureMode == .local, deadline == nil else {
-                deliver(completion, .unavailable)
+                deliver(completion, .unavailable, shard: shard)
                 return
             }
             let local: Completion = { completion($0.decidedLocally) }
             if let outcome = submitIdempotent(request, token: token, later: { local }, shard: shard) {
-                deliver(local, outcome)
+                deliver(local, outcome, shard: shard)
             }
         }
     }

@@ -29,7 +29,7 @@ extension PluginLane {
         guard let binding = shared, let options = binding.idempotency else { return }
         var identity = handle.plugin.identity(for: execution.input)
         identity.concurrent = .join
-        let deadline = shard.clock.now + options.lease
+        let deadline = shard.now + options.lease
         // The callers' own scope entries stay registered while they wait; a caller that wins
         // the record runs it under the root scope, as the key's executions live.
         let request = GateRequest(
@@ -56,14 +56,16 @@ extension PluginLane {
         let base = min(500, 20 << min(attempt - 1, 5))
         let delay = Duration.milliseconds(Int.random(in: base / 2...base + base / 2))
         let index = self.index
-        binding.polls[token] = shard.clock.schedule(at: shard.clock.now + delay) { [shard] in
-            guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared else { return }
-            binding.polls[token] = nil
-            // It left meanwhile (its waiter is gone): stop polling.
-            guard lane.waiters.contains(token) else { return }
-            lane.claim(
-                request, token: token, identity: identity, attempt: attempt, deadline: deadline, shard: shard,
-                binding: binding)
+        binding.polls[token] = shard.clock.schedule(at: shard.now + delay) { [shard] in
+            shard.withLane(index, as: Plugin.self) { lane in
+                guard let binding = lane.shared else { return }
+                binding.polls[token] = nil
+                // It left meanwhile (its waiter is gone): stop polling.
+                guard lane.waiters.contains(token) else { return }
+                lane.claim(
+                    request, token: token, identity: identity, attempt: attempt, deadline: deadline, shard: shard,
+                    binding: binding)
+            }
         }
     }
 
@@ -78,35 +80,48 @@ extension PluginLane {
         guard let binding = shared, let options = binding.idempotency else { return }
         let period = retrying ? max(.milliseconds(20), options.lease / 12) : options.lease / 3
         let index = self.index
-        binding.heartbeats[token] = shard.clock.schedule(at: shard.clock.now + period) { [shard] in
-            guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
-                binding.leases[token] == lease
-            else { return }
-            let sentAt = shard.clock.now
-            binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: options.lease, on: shard.loop) {
-                [shard] result in
-                guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
-                    binding.leases[token] == lease
-                else { return }
-                switch result {
-                case .success(true):
-                    binding.leaseDeadlines[token] = max(binding.leaseDeadlines[token] ?? sentAt, sentAt + options.lease)
-                    binding.renewalFailing.remove(token)
-                    lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
-                case .success(false):
-                    // Another owner holds the record: stop the effect if it has not committed. The
-                    // lease stays, so that a result is still offered to the store, whose fence
-                    // decides.
-                    binding.staleOwners.increment()
-                    binding.lost.insert(token)
-                    binding.heartbeats[token] = nil
-                    binding.logger.error("lease lost while the effect ran; cancelling it", metadata: ["record": "\(key)"])
-                    _ = lane.cancelExecution(token, reason: .evicted, shard: shard)
-                case .failure:
-                    binding.renewalFailing.insert(token)
-                    lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard, retrying: true)
-                }
+        binding.heartbeats[token] = shard.clock.schedule(at: shard.now + period) { [shard] in
+            shard.withLane(index, as: Plugin.self) { lane in lane.renew(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard) }
+        }
+    }
+
+    /// Renews the lease of execution `token` (its heartbeat came).
+    func renew(_ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, shard: GateShard) {
+        guard let binding = shared, let options = binding.idempotency, binding.leases[token] == lease else { return }
+        let index = self.index
+        let sentAt = shard.now
+        binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: options.lease, on: shard.loop) {
+            [shard] result in
+            shard.withLane(index, as: Plugin.self) { lane in
+                lane.renewed(token, key: key, lease: lease, fingerprint: fingerprint, sentAt: sentAt, result: result, shard: shard)
             }
+        }
+    }
+
+    /// The store answered a renewal of execution `token`'s lease.
+    func renewed(
+        _ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, sentAt: Instant,
+        result: Result<Bool, StoreError>, shard: GateShard
+    ) {
+        let lane = self
+        guard let binding = shared, let options = binding.idempotency, binding.leases[token] == lease else { return }
+        switch result {
+        case .success(true):
+            binding.leaseDeadlines[token] = max(binding.leaseDeadlines[token] ?? sentAt, sentAt + options.lease)
+            binding.renewalFailing.remove(token)
+            lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
+        case .success(false):
+            // Another owner holds the record: stop the effect if it has not committed. The
+            // lease stays, so that a result is still offered to the store, whose fence
+            // decides.
+            binding.staleOwners.increment()
+            binding.lost.insert(token)
+            binding.heartbeats[token] = nil
+            binding.logger.error("lease lost while the effect ran; cancelling it", metadata: ["record": "\(key)"])
+            _ = lane.cancelExecution(token, reason: .evicted, shard: shard)
+        case .failure:
+            binding.renewalFailing.insert(token)
+            lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard, retrying: true)
         }
     }
 
@@ -130,7 +145,7 @@ extension PluginLane {
                 forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 // A released record holds nothing: its unit of the key's quota comes back.
-                recordQuota?.refund(key: execution.key, quantity: 1, now: shard.clock.now)
+                recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now)
                 return true
             }
             // A result that ran is never given back: one that cannot be encoded is stored as a
@@ -145,7 +160,7 @@ extension PluginLane {
                 forgetLease(token)
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 if !(execution.isCancelling || Self.committedNothing(error)) {
-                    recordQuota?.refund(key: execution.key, quantity: 1, now: shard.clock.now)
+                    recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now)
                 }
                 return true
             }
@@ -181,22 +196,28 @@ extension PluginLane {
             key, lease: lease, fingerprint: unwritten.fingerprint, result: unwritten.bytes, retention: options.retention,
             on: shard.loop
         ) { [shard] result in
-            guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared,
-                let unwritten = binding.unwritten[record], unwritten.lease == lease
-            else { return }
-            switch result {
-            case .success(true):
-                binding.unwritten[record] = nil
-                lane.forgetLease(unwritten.token)
-            case .success(false):
-                binding.unwritten[record] = nil
-                lane.forgetLease(unwritten.token)
-                binding.staleOwners.increment()
-                binding.logger.error(
-                    "the store refused a completion: its lease is no longer current", metadata: ["record": "\(key)"])
-            case .failure:
-                lane.retry(after: attempt, shard: shard) { lane in lane.writeResult(record, attempt: attempt + 1, shard: shard) }
-            }
+            shard.withLane(index, as: Plugin.self) { lane in lane.written(record, lease: lease, key: key, attempt: attempt, result: result, shard: shard) }
+        }
+    }
+
+    /// The store answered the write of `record`'s result.
+    func written(
+        _ record: String, lease: StoreLease, key: StoreKey, attempt: Int, result: Result<Bool, StoreError>, shard: GateShard
+    ) {
+        let lane = self
+        guard let binding = shared, let unwritten = binding.unwritten[record], unwritten.lease == lease else { return }
+        switch result {
+        case .success(true):
+            binding.unwritten[record] = nil
+            lane.forgetLease(unwritten.token)
+        case .success(false):
+            binding.unwritten[record] = nil
+            lane.forgetLease(unwritten.token)
+            binding.staleOwners.increment()
+            binding.logger.error(
+                "the store refused a completion: its lease is no longer current", metadata: ["record": "\(key)"])
+        case .failure:
+            lane.retry(after: attempt, shard: shard) { lane in lane.writeResult(record, attempt: attempt + 1, shard: shard) }
         }
     }
 
@@ -207,12 +228,14 @@ extension PluginLane {
         let index = self.index
         if attempt == 0 { binding.pendingReleases += 1 }
         binding.store.release(key, lease: lease, on: shard.loop) { [shard] result in
-            guard let lane = shard.lane(index, as: Plugin.self), let binding = lane.shared else { return }
-            guard case .failure = result, attempt < 5 else {
-                binding.pendingReleases -= 1
-                return
+            shard.withLane(index, as: Plugin.self) { lane in
+                guard let binding = lane.shared else { return }
+                guard case .failure = result, attempt < 5 else {
+                    binding.pendingReleases -= 1
+                    return
+                }
+                lane.retry(after: attempt, shard: shard) { lane in lane.releaseRecord(key, lease: lease, attempt: attempt + 1, shard: shard) }
             }
-            lane.retry(after: attempt, shard: shard) { lane in lane.releaseRecord(key, lease: lease, attempt: attempt + 1, shard: shard) }
         }
     }
 
@@ -239,7 +262,7 @@ extension PluginLane {
                 value: binding.store.address)
         }
         let deadline = binding.leaseDeadlines[token] ?? .zero
-        let left = deadline - shard.clock.now
+        let left = deadline - shard.now
         guard left > options.lease / 3 else {
             return CommitRefusal(
                 code: .leaseNotSafe, message: "less than a third of the lease is left by this process's clock", value: "\(left)")
@@ -249,11 +272,10 @@ extension PluginLane {
 
     func retry(after attempt: Int, shard: GateShard, _ body: @escaping @Sendable (PluginLane<Plugin>) -> Void) {
         let delay = Duration.milliseconds(min(2_000, 50 << min(attempt, 6)))
-        let at = shard.clock.now + delay
+        let at = shard.now + delay
         let index = self.index
         _ = shard.clock.schedule(at: at) { [shard] in
-            guard let lane = shard.lane(index, as: Plugin.self) else { return }
-            body(lane)
+            shard.withLane(index, as: Plugin.self) { lane in body(lane) }
         }
     }
 

@@ -11,7 +11,7 @@ extension PluginLane {
 
     @usableFromInline
     func submitShared(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard,
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>
     ) -> GateOutcome<Output>? {
         let key = storeKey(request.key)
@@ -20,14 +20,14 @@ extension PluginLane {
         case .throttle(let options):
             if let refused = addPending(request, token: token, later: later, shard: shard) { return refused }
             binding.store.throttle(key, interval: options.interval, on: shard.loop) { [shard] result in
-                shard.lane(index, as: Plugin.self)?.throttleAnswered(request, token: token, result: result, shard: shard)
+                shard.withLane(index, as: Plugin.self) { $0.throttleAnswered(request, token: token, result: result, shard: shard) }
             }
             return nil
         case .rateLimit(let options):
             let cost = handle.plugin.cost(for: request.input)
             if let refused = addPending(request, token: token, later: later, shard: shard) { return refused }
             binding.store.rateLimit(key, options: options, cost: cost, on: shard.loop) { [shard] result in
-                shard.lane(index, as: Plugin.self)?.rateLimitAnswered(request, token: token, result: result, shard: shard)
+                shard.withLane(index, as: Plugin.self) { $0.rateLimitAnswered(request, token: token, result: result, shard: shard) }
             }
             return nil
         case .idempotent(let options):
@@ -41,9 +41,9 @@ extension PluginLane {
 
     /// Registers `request` as a waiter with no execution yet. Returns the refusal, or `nil`.
     func addPending(
-        _ request: GateRequest<Plugin>, token: EventToken, later: @Sendable () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
     ) -> GateOutcome<Output>? {
-        guard charge(Self.waiterBytes, now: shard.clock.now) else { return .busy }
+        guard charge(Self.waiterBytes, now: shard.now) else { return .busy }
         guard shard.registerEntry(token, id: request.effectID, key: request.key, scope: request.scope,
                                   tag: Self.tag(lane: index, isExecution: false))
         else {
@@ -63,31 +63,26 @@ extension PluginLane {
         return waiter.completion
     }
 
-    func deliver(_ completion: Completion, _ outcome: GateOutcome<Output>) {
-        metrics.count(outcome)
-        completion(outcome)
-    }
-
     /// Runs `request` now as a single execution, answering `completion`.
     func runDecided(
         _ request: GateRequest<Plugin>, token: EventToken, completion: @escaping Completion,
         rateLimit decision: RateLimitDecision?, shard: GateShard
     ) {
         var pass = LimitPass.none
-        if let refused = passLimits(request.input, now: shard.clock.now, into: &pass) {
-            deliver(completion, refused)
+        if let refused = passLimits(request.input, now: shard.now, into: &pass) {
+            deliver(completion, refused, shard: shard)
             return
         }
         if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) {
-            deliver(completion, outcome)
+            deliver(completion, outcome, shard: shard)
             return
         }
         if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
-            deliver(completion, refused)
+            deliver(completion, refused, shard: shard)
             return
         }
         if let decision { executions.update(token) { $0.rateLimit = decision } }
-        if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome) }
+        if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome, shard: shard) }
     }
 
     // MARK: - Throttle and rate limit
@@ -101,7 +96,7 @@ extension PluginLane {
             runDecided(request, token: token, completion: completion, rateLimit: nil, shard: shard)
         case .success(.some(let retryAfter)):
             guard let completion = takePending(token, shard: shard) else { return }
-            deliver(completion, .throttled(retryAfter: retryAfter))
+            deliver(completion, .throttled(retryAfter: retryAfter), shard: shard)
         case .failure:
             limitFailedOver(request, token: token, shard: shard)
         }
@@ -115,7 +110,7 @@ extension PluginLane {
         case .success(let decision):
             guard let completion = takePending(token, shard: shard) else { return }
             guard decision.allowed else {
-                deliver(completion, .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision))))
+                deliver(completion, .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision))), shard: shard)
                 return
             }
             runDecided(request, token: token, completion: completion, rateLimit: decision, shard: shard)
@@ -131,7 +126,7 @@ extension PluginLane {
         binding.countFallback()
         switch binding.failureMode {
         case .closed:
-            deliver(completion, .unavailable)
+            deliver(completion, .unavailable, shard: shard)
         case .open:
             runDecided(request, token: token, completion: completion, rateLimit: nil, shard: shard)
         case .local:
@@ -140,7 +135,7 @@ extension PluginLane {
                 mode == .rateLimit
                 ? submitRateLimit(request, token: token, later: { local }, shard: shard)
                 : submitTimed(request, token: token, later: { local }, shard: shard)
-            if let outcome { deliver(local, outcome) }
+            if let outcome { deliver(local, outcome, shard: shard) }
         }
     }
 }

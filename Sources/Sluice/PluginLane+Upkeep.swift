@@ -95,7 +95,7 @@ extension PluginLane {
                     $0.state = .cancelling(reason)
                     $0.joiners = []
                 }
-                execution.task?.cancel()
+                shard.cancelLater(execution.task)
                 shard.countCancelled()
                 answer(execution.leader, with: .cancelled(reason), shard: shard)
                 for joiner in execution.joiners { answer(joiner, with: .cancelled(reason), shard: shard) }
@@ -103,9 +103,9 @@ extension PluginLane {
             }
             guard let execution = executions.remove(token) else { continue }
             release(Self.executionBytes)
-            endLimits(of: execution, now: shard.clock.now)
+            endLimits(of: execution, now: shard.now)
             shard.executionEnded()
-            execution.task?.cancel()
+            shard.cancelLater(execution.task)
             if execution.kind == .idempotent { idempotency?.cancel(key: execution.record, owner: token) }
             if execution.kind != .single { shard.finishEntry(token) }
             shard.countCancelled()

@@ -15,11 +15,11 @@ import SluiceLibevent
 /// once and the execution goes on (idempotent) or is cancelled once no waiter remains
 /// (single-flight); a single execution whose waiter leaves is cancelled.
 ///
-/// Every method runs on the loop of the shard that holds the lane (its `shard` parameter). Its
-/// stored properties skip the runtime's dynamic exclusivity checks (`@exclusivity(unchecked)`):
-/// one thread touches them, and no access to one overlaps another (completions, which may call
-/// back into the gate, are called only after the lane's own mutations are done). The checks
-/// cost tens of nanoseconds per decision otherwise.
+/// Every method runs with the lock of the shard that holds the lane (its `shard` parameter), on
+/// whichever thread decides. Its stored properties skip the runtime's dynamic exclusivity checks
+/// (`@exclusivity(unchecked)`): the lock orders every access, and no access to one overlaps
+/// another (completions and effects, which may call back into the gate, run only once the lock
+/// is released). The checks cost tens of nanoseconds per decision otherwise.
 @usableFromInline
 final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline typealias Output = Plugin.Output
@@ -94,6 +94,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         @usableFromInline let execution: EventToken
         @usableFromInline var completion: Completion?
         @usableFromInline let source: RunInfo.Source
+        /// The outcome of a leading waiter answered before its completion was installed (its
+        /// effect ended without suspending), kept for ``PluginLane/installCompletion(_:later:)``.
+        @usableFromInline var parked: GateOutcome<Output>?
 
         @inlinable
         init(execution: EventToken, completion: Completion?, source: RunInfo.Source) {
@@ -161,12 +164,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline @exclusivity(unchecked) var switchLatest = SwitchLatest<String, EffectID>()
     @usableFromInline @exclusivity(unchecked) var flights = SingleFlight<String>()
 
-    /// The request `submit` is deciding about, and its outcome if its effect ended before
-    /// `submit` returned (a task that never suspended).
-    @usableFromInline @exclusivity(unchecked) var submitting: EventToken?
-    @usableFromInline @exclusivity(unchecked) var immediate: GateOutcome<Output>?
-    /// The execution that ended while `launch` was starting its task, if any.
-    @usableFromInline @exclusivity(unchecked) var endedSynchronously: EventToken?
+    /// Completions to call, with their outcomes, once the shard releases its lock.
+    @usableFromInline @exclusivity(unchecked) var outbox: [(Completion, GateOutcome<Output>)] = []
 
     init(
         handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore,
@@ -233,12 +232,15 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     @inlinable var index: Int { handle.index }
 
+    /// A plugin deciding with a shared store calls it on the shard's loop.
+    @usableFromInline var decidesOnLoop: Bool { shared != nil }
+
     // MARK: - Submitting
 
     /// Decides about `request` at the shard's `now`. Returns the outcome when it is known before
     /// this returns; otherwise calls `later` once for the completion that will receive it.
     @inlinable
-    func submit(_ request: GateRequest<Plugin>, later: @Sendable () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
+    func submit(_ request: GateRequest<Plugin>, later: () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
         // A request whose caller's scope has closed changes no policy state.
         guard !request.scope.isClosed else { return .cancelled(.scopeClosed) }
         let token = shard.makeToken()
@@ -256,12 +258,12 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .switchLatest:
             // A request the limits refuse replaces nothing.
             var pass = LimitPass.none
-            if let refused = passLimits(request.input, now: shard.clock.now, into: &pass) { return refused }
+            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return refused }
             cancelRunning(key: request.key, effectID: request.effectID, shard: shard)
             return runSingle(request, token: token, limits: pass, later: later, shard: shard)
         case .unrestricted:
             var pass = LimitPass.none
-            if let refused = passLimits(request.input, now: shard.clock.now, into: &pass) { return refused }
+            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return refused }
             return runSingle(request, token: token, limits: pass, later: later, shard: shard)
         }
     }

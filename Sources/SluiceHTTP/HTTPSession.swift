@@ -236,18 +236,11 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
             return
         }
         let gate = self.gate
-        let gateRequest = gate.request(plugin, input, in: scope)
-        if gateRequest.loop === connection.loop {
-            if let outcome = gate.submitNow(gateRequest, later: { self.completion(codec, input, sequence, context) }) {
-                respond(sequence, codec.encode(outcome, for: input), context)
-            }
-            return
+        // Decided here, whichever loop owns the key: an outcome that comes later is rendered
+        // on this connection's loop.
+        if let outcome = gate.submitNow(gate.request(plugin, input, in: scope), later: { self.completion(codec, input, sequence, context) }) {
+            respond(sequence, codec.encode(outcome, for: input), context)
         }
-        let completion = self.completion(codec, input, sequence, context)
-        let accepted = gateRequest.loop.executeIfRunning {
-            if let outcome = gate.submitNow(gateRequest, later: { completion }) { completion(outcome) }
-        }
-        if !accepted { completion(.shuttingDown) }
     }
 
     /// The completion of a request whose outcome comes later: renders it on this connection's

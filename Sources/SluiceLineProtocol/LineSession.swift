@@ -255,29 +255,21 @@ public final class LineSession: TCPLineHandler, @unchecked Sendable {
             return
         }
         let gate = self.gate
-        let request = gate.request(plugin, input, in: scope)
-        if request.loop === connection.loop {
-            // The completion (and the id's copy) is made only for an outcome that comes later.
-            // `submitNow` calls `later` before it returns, while the line's bytes are valid.
-            nonisolated(unsafe) let idBytes = UnsafeRawBufferPointer(rebasing: line[parsed.id])
-            if let outcome = gate.submitNow(request, later: {
-                self.completion(codec, id: String(decoding: idBytes, as: UTF8.self))
-            }) {
-                begin(line, id: parsed.id)
-                var reply = LineReply(outgoing)
-                codec.encode(outcome, into: &reply)
-                finish(reply)
-            } else {
-                replyPending()
-            }
-            return
+        // Decided here, whichever loop owns the key: an outcome that comes later is rendered
+        // on this connection's loop. The completion (and the id's copy) is made only for an
+        // outcome that comes later; `submitNow` calls `later` before it returns, while the
+        // line's bytes are valid.
+        nonisolated(unsafe) let idBytes = UnsafeRawBufferPointer(rebasing: line[parsed.id])
+        if let outcome = gate.submitNow(gate.request(plugin, input, in: scope), later: {
+            self.completion(codec, id: String(decoding: idBytes, as: UTF8.self))
+        }) {
+            begin(line, id: parsed.id)
+            var reply = LineReply(outgoing)
+            codec.encode(outcome, into: &reply)
+            finish(reply)
+        } else {
+            replyPending()
         }
-        replyPending()
-        let completion = self.completion(codec, id: RequestLine.string(line, parsed.id))
-        let accepted = request.loop.executeIfRunning {
-            if let outcome = gate.submitNow(request, later: { completion }) { completion(outcome) }
-        }
-        if !accepted { completion(.shuttingDown) }
     }
 
     /// The completion of a request whose outcome comes later: renders it with `codec` on this

@@ -40,8 +40,10 @@ public final class GateHarness: Sendable {
         self.group = group
     }
 
-    /// Moves the clock forward, running the timers that come due (and the effects they wake).
+    /// Lets the loops run what is queued (effects a request started from off the loops), then
+    /// moves the clock forward, running the timers that come due (and the effects they wake).
     public func advance(by duration: Duration) async {
+        await settle()
         await clock.advance(by: duration)
     }
 
