@@ -31,6 +31,8 @@ final class GateShard: @unchecked Sendable {
     private let options: GateOptions
     private let counters: GateCounters
     @usableFromInline let lanes: [any GateLane]
+    /// Whether each lane decides on the loop only (``GateLane/decidesOnLoop``), read once.
+    @usableFromInline let decidesOnLoop: [Bool]
     private var tree = ScopeTree<String, EffectID>()
     /// The local node of each gate scope that has requests here, and back.
     private var localScopes: [UInt64: ScopeID] = [:]
@@ -71,6 +73,7 @@ final class GateShard: @unchecked Sendable {
             lanes.append(try plugin.makeLane(shardCount, epochWatch))
         }
         self.lanes = lanes
+        self.decidesOnLoop = lanes.map(\.decidesOnLoop)
     }
 
     // MARK: - The lock and its actions
@@ -100,22 +103,60 @@ final class GateShard: @unchecked Sendable {
     /// the lock released. Called holding the lock, at depth 0.
     @usableFromInline
     func performActions() {
+        performActions(favouring: Optional<PluginLane<NoPlugin>>.none)
+    }
+
+    /// ``performActions()``, calling `typed`'s tasks and completions directly (specialized
+    /// for its plugin where the caller is) and the other lanes' through their protocol.
+    @inlinable
+    func performActions<Plugin: GatePlugin>(favouring typed: PluginLane<Plugin>?) {
         while true {
-            let cancelling = cancellations
-            let starting = launches
-            let flushing = lanesToFlush
-            cancellations.removeAll(keepingCapacity: true)
-            launches.removeAll(keepingCapacity: true)
-            lanesToFlush.removeAll(keepingCapacity: true)
+            // Taken whole, and their buffers given back once carried out, so that queueing
+            // allocates nothing once the buffers have grown.
+            var cancelling: [Task<Void, Never>] = []
+            var starting: [(lane: Int, token: EventToken)] = []
+            var flushing: [Int] = []
+            swap(&cancelling, &cancellations)
+            swap(&starting, &launches)
+            swap(&flushing, &lanesToFlush)
             lock.unlock()
             for task in cancelling { task.cancel() }
-            for launch in starting { lanes[launch.lane].startTask(launch.token, shard: self) }
-            for lane in flushing { lanes[lane].flushOutbox(shard: self) }
+            for launch in starting {
+                if let typed, typed.index == launch.lane {
+                    typed.startTask(launch.token, shard: self)
+                } else {
+                    lanes[launch.lane].startTask(launch.token, shard: self)
+                }
+            }
+            for lane in flushing {
+                if let typed, typed.index == lane {
+                    typed.flushOutbox(shard: self)
+                } else {
+                    lanes[lane].flushOutbox(shard: self)
+                }
+            }
+            cancelling.removeAll(keepingCapacity: true)
+            starting.removeAll(keepingCapacity: true)
+            flushing.removeAll(keepingCapacity: true)
             lock.lock()
+            if cancellations.capacity == 0 { swap(&cancelling, &cancellations) }
+            if launches.capacity == 0 { swap(&starting, &launches) }
+            if lanesToFlush.capacity == 0 { swap(&flushing, &lanesToFlush) }
             if launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty {
                 lock.unlock()
                 return
             }
+        }
+    }
+
+    /// Leaves a critical section of `submit` for `lane`'s plugin (see ``leave()``).
+    @inlinable
+    func leave<Plugin: GatePlugin>(favouring lane: PluginLane<Plugin>) {
+        depth &-= 1
+        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
+            performActions(favouring: lane)
+        } else {
+            lock.unlock()
         }
     }
 
@@ -159,8 +200,8 @@ final class GateShard: @unchecked Sendable {
     /// plugin decides with a shared store, whose calls are made on the shard's loop.
     @inlinable
     func decidesHere(lane index: Int) -> Bool {
-        guard lanes.indices.contains(index) else { return true }
-        return !lanes[index].decidesOnLoop || loop.inEventLoop
+        guard decidesOnLoop.indices.contains(index) else { return true }
+        return !decidesOnLoop[index] || loop.inEventLoop
     }
 
     /// Decides about `request` on this thread (see ``Gate/submitNow(_:later:)``): the outcome
@@ -180,14 +221,14 @@ final class GateShard: @unchecked Sendable {
         collectingLeader = false
         let token = lastSubmittedToken
         let awaitsCompletion = outcome == nil && leaderAwaitsCompletion
-        leave()
+        leave(favouring: lane)
         if awaitsCompletion {
             // Its task has started (and perhaps ended): take its outcome, or give it the
             // completion that will receive it.
             lock.lock()
             depth &+= 1
             outcome = lane.installCompletion(token, later: later)
-            leave()
+            leave(favouring: lane)
         }
         if let outcome { lane.metrics.count(outcome) }
         return (outcome, token)
@@ -421,3 +462,13 @@ final class GateShard: @unchecked Sendable {
     var tableStats: [KeyTableStats?] { lanes.map(\.tableStats) }
 }
 
+/// A plugin no gate runs: the type of "no lane to favour" in ``GateShard/performActions()``.
+@usableFromInline
+struct NoPlugin: GatePlugin {
+    @usableFromInline let name = ""
+    @usableFromInline let policy = GatePolicy.unrestricted
+
+    @usableFromInline func key(for input: Void) -> String { "" }
+
+    @usableFromInline func run(_ input: Void, context: EffectContext) async throws {}
+}

@@ -63,7 +63,7 @@ extension PluginLane {
     /// shard's loop the effect starts on this thread and runs until it first suspends; from
     /// another thread it starts on the loop. Its continuations run on the loop. An execution
     /// cancelled before its start ends at once, its effect never run.
-    @usableFromInline
+    @inlinable
     func startTask(_ token: EventToken, shard: GateShard) {
         shard.lock.lock()
         let execution = executions[token]
@@ -234,13 +234,18 @@ extension PluginLane {
     }
 
     /// Calls the completions queued while the lock was held. Called with the lock released.
-    @usableFromInline
+    @inlinable
     func flushOutbox(shard: GateShard) {
         shard.lock.lock()
         var items: [(Completion, GateOutcome<Output>)] = []
         swap(&items, &outbox)
         shard.lock.unlock()
         for (completion, outcome) in items { completion(outcome) }
+        // The buffer goes back for the next completions, unless others were queued meanwhile.
+        items.removeAll(keepingCapacity: true)
+        shard.lock.lock()
+        if outbox.capacity == 0 { swap(&items, &outbox) }
+        shard.lock.unlock()
     }
 
     /// Answers every waiter of a held execution and forgets it.

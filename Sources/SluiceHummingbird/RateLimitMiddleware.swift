@@ -7,9 +7,8 @@ import SluiceHTTP
 /// A GCRA rate limit per key in front of the rest of the chain.
 ///
 /// The key closure names what the limit counts (a user, an API key, an address); `nil` means
-/// the request is not governed and passes through untouched. A governed request is decided where
-/// the rule says (``DecisionSite``: in place, or on the gate with one hop to the key's loop):
-/// within the limit it runs the rest of the chain and its
+/// the request is not governed and passes through untouched. A governed request is decided by the
+/// gate on the thread that handles it (no hop): within the limit it runs the rest of the chain and its
 /// response gets the draft-11 `RateLimit-Policy` and `RateLimit` fields; over it, the answer is
 /// 429 with `Retry-After` and the same fields (an RFC 9457 problem body); when the limit cannot
 /// decide (its table is full, its shared store is unavailable, the gate shuts down), 503 with

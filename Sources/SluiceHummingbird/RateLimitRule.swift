@@ -8,10 +8,8 @@ import SluiceHTTP
 /// Register every rule before making the gate (the gate's plugins are fixed when it is made);
 /// one rule may serve several middleware values and routes, which then share its keys' quotas.
 public struct RateLimitRule: Sendable {
-    /// What decides.
-    let decider: RuleDecider<RateLimitTable<String>>
-    /// Where the rule decides.
-    public let site: DecisionSite
+    /// The rule's plugin in the gate.
+    let handle: PluginHandle<KeyRulePlugin>
     /// The `RateLimit-Policy` and `RateLimit` fields of the rule.
     public let fields: RateLimitFields
     /// The limit.
@@ -27,43 +25,26 @@ public struct RateLimitRule: Sendable {
     /// (`sluice_<name>_shadow_undecided_total`).
     public let shadowUndecided: PluginCounter
 
-    /// A rate limit named `name`, decided where `site` says (registered in `plugins` when that
-    /// is the gate).
+    /// A rate limit named `name`, registered in `plugins` and decided by the gate on the thread
+    /// that handles the request (no hop).
     ///
     /// - Parameters:
     ///   - name: the policy's name in the fields (and the plugin's, on the gate): 1–64
     ///     characters of `a–z 0–9 _ - .`; on the gate, unique in the registry.
     ///   - limit: the GCRA limit per key: `count` per `period`, `burst` more back to back.
     ///   - shadowMode: report only (fields and metrics), never refuse.
-    ///   - site: where it decides; `nil`: in place for the memory store, on the gate for a
-    ///     shared one.
-    ///   - store: where the limit's state lives: this process's memory, or a shared store
-    ///     (decided on the gate only).
+    ///   - store: where the limit's state lives: this process's memory, or a shared store.
     ///   - budget: the memory its keys may hold in this process (when full, the least recently
     ///     used key goes).
-    ///   - clock: where a rule decided in place reads the time (a test's manual clock); `nil`:
-    ///     the monotonic clock. The gate's decisions read the gate's clock.
     ///   - plugins: the registry the gate will be made from.
-    /// - Throws: `GateError` when the name is malformed or taken, the budget cannot hold a key,
-    ///   or a shared store is asked to decide in place.
+    /// - Throws: `GateError` when the name is malformed or taken, or the budget cannot hold a
+    ///   key.
     public init(
-        name: String, limit: RateLimitOptions, shadowMode: Bool = false, site: DecisionSite? = nil,
-        store: PluginStore = .memory, budget: MemoryBudget = .bytes(16 << 20), clock: (any GateClock)? = nil,
-        in plugins: inout PluginRegistry
+        name: String, limit: RateLimitOptions, shadowMode: Bool = false, store: PluginStore = .memory,
+        budget: MemoryBudget = .bytes(16 << 20), in plugins: inout PluginRegistry
     ) throws(GateError) {
         try RuleName.check(name)
-        let site = try DecisionSite.resolve(site, store: store, name: name)
-        switch site {
-        case .gate:
-            decider = .gate(try plugins.register(KeyRulePlugin(name: name, policy: .rateLimit(limit)), budget: budget, store: store))
-        case .inPlace:
-            do {
-                decider = .inPlace(try InPlaceRule.rateLimit(name: name, options: limit, budget: budget, clock: InPlaceClock(clock)))
-            } catch {
-                throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
-            }
-        }
-        self.site = site
+        handle = try plugins.register(KeyRulePlugin(name: name, policy: .rateLimit(limit)), budget: budget, store: store)
         fields = .gcra(name: name, options: limit)
         self.limit = limit
         self.shadowMode = shadowMode
@@ -73,7 +54,7 @@ public struct RateLimitRule: Sendable {
 
     /// Decides about a request for `key`.
     func decide(_ key: String, on gate: Gate) async -> GateOutcome<Void> {
-        await decider.decide(key, on: gate)
+        await gate.submit(handle, key)
     }
 }
 #endif

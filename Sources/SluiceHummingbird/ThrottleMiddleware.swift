@@ -5,8 +5,8 @@ import Sluice
 import SluiceHTTP
 
 /// A throttle per key in front of the rest of the chain: a key's first request in each window
-/// runs it, the others are answered 429 at once. It decides where the rule says
-/// (``DecisionSite``: in place, or on the gate with one hop to the key's loop).
+/// runs it, the others are answered 429 at once. The gate decides on the thread that handles the
+/// request (no hop).
 ///
 /// The key closure names what is throttled (a user and a post, a button); `nil` means the
 /// request is not governed and passes through untouched. Every governed answer carries

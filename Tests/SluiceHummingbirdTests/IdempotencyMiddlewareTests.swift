@@ -57,7 +57,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
             var plugins = PluginRegistry()
             let payments = try IdempotencyRule(name: "pay", options: options, store: store, in: &plugins)
             let clock = ManualGateClock()
-            let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, clock: clock, in: &plugins) }
+            let limits = try limit.map { try RateLimitRule(name: "pay-limit", limit: $0, in: &plugins) }
             let app = App(fixture: try Fixture(plugins, clock: clock))
             let fixture = app.fixture
             let router = Router()

@@ -11,14 +11,13 @@ import Testing
     /// 2 per minute with a burst of 1: `q=2`, a full bucket in 60 s, one unit back every 30 s.
 
     private static func app(
-        _ site: DecisionSite, shadowMode: Bool = false, store: PluginStore = .memory
+        shadowMode: Bool = false, store: PluginStore = .memory
     ) throws -> (Fixture, RateLimitRule, Router<BasicRequestContext>) {
         var plugins = PluginRegistry()
         let clock = ManualGateClock()
         let limit = try RateLimitOptions(count: 2, per: .seconds(60), burst: 1)
         let rule = try RateLimitRule(
-            name: "search", limit: limit, shadowMode: shadowMode, site: site, store: store, clock: clock, in: &plugins)
-        #expect(rule.site == site)
+            name: "search", limit: limit, shadowMode: shadowMode, store: store, in: &plugins)
         let fixture = try Fixture(plugins, clock: clock)
         let router = Router()
         router.group("search")
@@ -28,9 +27,9 @@ import Testing
         return (fixture, rule, router)
     }
 
-    @Test(arguments: testModes, decisionSites)
-    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: TestingSetup, site: DecisionSite) async throws {
-        let (fixture, _, router) = try Self.app(site)
+    @Test(arguments: testModes)
+    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: TestingSetup) async throws {
+        let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             let first = try await client.send(.get, "/search", headers: user("ann"))
             #expect(first.status == .ok)
@@ -60,9 +59,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes, decisionSites)
-    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: TestingSetup, site: DecisionSite) async throws {
-        let (fixture, _, router) = try Self.app(site)
+    @Test(arguments: testModes)
+    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: TestingSetup) async throws {
+        let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             let missing = try await client.send(.get, "/search/missing", headers: user("ann"))
             #expect(missing.status == .notFound)
@@ -70,9 +69,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes, decisionSites)
-    func aRequestWithoutAKeyIsNotGoverned(mode: TestingSetup, site: DecisionSite) async throws {
-        let (fixture, _, router) = try Self.app(site)
+    @Test(arguments: testModes)
+    func aRequestWithoutAKeyIsNotGoverned(mode: TestingSetup) async throws {
+        let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
                 let answer = try await client.send(.get, "/search")
@@ -83,9 +82,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes, decisionSites)
-    func aKeyOver256BytesIs400(mode: TestingSetup, site: DecisionSite) async throws {
-        let (fixture, _, router) = try Self.app(site)
+    @Test(arguments: testModes)
+    func aKeyOver256BytesIs400(mode: TestingSetup) async throws {
+        let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
                 let long = try await client.send(.get, "/search", headers: user(String(repeating: "x", count: 4096)))
@@ -96,9 +95,9 @@ import Testing
         }
     }
 
-    @Test(arguments: testModes, decisionSites)
-    func shadowModeReportsAndNeverRefuses(mode: TestingSetup, site: DecisionSite) async throws {
-        let (fixture, rule, router) = try Self.app(site, shadowMode: true)
+    @Test(arguments: testModes)
+    func shadowModeReportsAndNeverRefuses(mode: TestingSetup) async throws {
+        let (fixture, rule, router) = try Self.app(shadowMode: true)
         try await fixture.test(router, mode) { client in
             _ = try await client.send(.get, "/search", headers: user("ann"))
             _ = try await client.send(.get, "/search", headers: user("ann"))
@@ -117,7 +116,7 @@ import Testing
         let store = MemoryStore()
         store.setAvailable(false)
         let (fixture, rule, router) = try Self.app(
-            .gate, shadowMode: shadowMode, store: try PluginStore.shared(store, whenUnavailable: .closed))
+            shadowMode: shadowMode, store: try PluginStore.shared(store, whenUnavailable: .closed))
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
                 let answer = try await client.send(.get, "/search", headers: user("ann"))
@@ -138,17 +137,15 @@ import Testing
         }
     }
 
-    @Test func aRuleInMemoryDecidesInPlaceAndOneInASharedStoreOnTheGate() throws {
+    @Test func everyRuleIsAPluginOfTheGate() throws {
         var plugins = PluginRegistry()
         let shared = try PluginStore.shared(MemoryStore())
         let limit = try RateLimitOptions(count: 2, per: .seconds(60), burst: 1)
-        #expect(try RateLimitRule(name: "local", limit: limit, in: &plugins).site == .inPlace)
-        #expect(try RateLimitRule(name: "shared", limit: limit, store: shared, in: &plugins).site == .gate)
-        #expect(try ThrottleRule(name: "like", window: .seconds(1), store: shared, in: &plugins).site == .gate)
-        #expect(plugins.names == ["shared", "like"])
-        #expect(throws: GateError.self) {
-            try ThrottleRule(name: "like-local", window: .seconds(1), site: .inPlace, store: shared, in: &plugins)
-        }
+        _ = try RateLimitRule(name: "local", limit: limit, in: &plugins)
+        _ = try RateLimitRule(name: "shared", limit: limit, store: shared, in: &plugins)
+        _ = try ThrottleRule(name: "like", window: .seconds(1), store: shared, in: &plugins)
+        #expect(plugins.names == ["local", "shared", "like"])
+        #expect(throws: GateError.self) { try ThrottleRule(name: "like", window: .seconds(1), in: &plugins) }
         #expect(throws: GateError.self) { try RateLimitRule(name: "Bad Name", limit: limit, in: &plugins) }
     }
 }

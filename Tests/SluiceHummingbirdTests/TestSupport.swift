@@ -14,9 +14,6 @@ import Testing
 /// server over a socket.
 let testModes: [TestingSetup] = [.router, .live]
 
-/// Both places a throttle or rate limit decides.
-let decisionSites: [DecisionSite] = [.inPlace, .gate]
-
 /// A gate on one loop with a manual clock, for the middleware under test.
 struct Fixture: Sendable {
     let group: SluiceLibevent.EventLoopGroup

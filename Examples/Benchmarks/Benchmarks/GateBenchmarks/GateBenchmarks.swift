@@ -109,6 +109,18 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     }
 
+    Benchmark("gate: chain GCRA per account → GCRA per address → concurrency per account, admitted, run in place", configuration: millionPerSample) { benchmark in
+        let bench = try GateBench()
+        defer { bench.shutdown() }
+        let requests = (0..<1_000).map {
+            bench.gate.request(bench.chain, ChainedCall(account: "acct:\($0)", address: "10.0.\($0 / 256).\($0 % 256)"))
+        }
+        await bench.onLoop(requests, count: requests.count)  // every key in its tables
+        benchmark.startMeasurement()
+        await bench.onLoop(requests, count: benchmark.scaledIterations.count)
+        benchmark.stopMeasurement()
+    }
+
     Benchmark("await: TAP throttled from a task off the loop") { benchmark in
         let bench = try GateBench()
         defer { bench.shutdown() }
@@ -168,6 +180,7 @@ final class GateBench: Sendable {
     let gate: Gate
     let tap: PluginHandle<ButtonTapPlugin>
     let pay: PluginHandle<PaymentPlugin>
+    let chain: PluginHandle<ChainedPlugin>
     let session: LineSession
 
     init() throws {
@@ -180,6 +193,7 @@ final class GateBench: Sendable {
             PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)),
             budget: .bytes(64 << 20))
         try verbs.register(PayLineCodec(pay.plugin), for: pay)
+        chain = try plugins.register(try ChainedPlugin(), budget: .bytes(64 << 20))
         gate = try Gate(group: group, plugins: plugins)
         let server = try LineServer(gate: gate, verbs: verbs)
         session = server.makeSession(transport: DroppingTransport(loop: group.loops[0]))
@@ -236,4 +250,34 @@ final class DroppingTransport: SessionTransport, @unchecked Sendable {
     }
 
     func closeAfterFlush() {}
+}
+
+/// A request of ``ChainedPlugin``: an account and a client address.
+struct ChainedCall: Sendable {
+    let account: String
+    let address: String
+}
+
+/// A plugin whose requests pass a chain of three limits — a GCRA per account, a GCRA per
+/// client address, at most four in flight per account — and whose effect runs in place.
+struct ChainedPlugin: GatePlugin {
+    let name = "chain"
+    let policy = GatePolicy.unrestricted
+    let limits: [LimitStage<ChainedCall>]
+
+    init() throws {
+        // Rates no benchmark reaches: every request is admitted.
+        let rate = try RateLimitOptions(count: 1_000_000_000, per: .seconds(1), burst: 1_000_000)
+        limits = [
+            try .rate("account", rate) { $0.account },
+            try .rate("address", rate) { $0.address },
+            try .concurrency("account-in-flight", limit: 4) { $0.account },
+        ]
+    }
+
+    func key(for input: ChainedCall) -> String { input.account }
+
+    func run(_ input: ChainedCall, context: EffectContext) async throws {}
+
+    func runImmediately(_ input: ChainedCall, context: EffectContext) throws -> Void? { () }
 }

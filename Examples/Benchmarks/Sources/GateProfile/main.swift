@@ -41,6 +41,9 @@ case "task":
     print("task: \(Double(elapsed.components.attoseconds / 1_000_000_000) / Double(count)) ns per Task.immediate")
 case "runs":
     await run(taps, count)
+case "pay":
+    let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
+    await run(fresh, count)
 case "replay":
     await run(pays, pays.count, report: false)
     while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
