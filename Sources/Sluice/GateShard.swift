@@ -28,12 +28,12 @@ final class GateShard: @unchecked Sendable {
     /// Held for every access to the shard's state (recursive: see ``ShardLock``).
     @usableFromInline let lock = ShardLock()
 
-    private let options: GateOptions
-    private let counters: GateCounters
+    let options: GateOptions
+    let counters: GateCounters
     @usableFromInline let lanes: [any GateLane]
     /// Whether each lane decides on the loop only (``GateLane/decidesOnLoop``), read once.
     @usableFromInline let decidesOnLoop: [Bool]
-    private var tree = ScopeTree<String, EffectID>()
+    var tree = ScopeTree<String, EffectID>()
     /// The local node of each gate scope that has requests here, and back.
     private var localScopes: [UInt64: ScopeID] = [:]
     private var gateScopes: [ScopeID: UInt64] = [:]
@@ -53,10 +53,10 @@ final class GateShard: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var lanesToFlush: [Int] = []
     /// The latest instant a decision read: `now` never goes back, whichever thread reads it.
     @usableFromInline @exclusivity(unchecked) var latest: Instant
-    private var sweepTimer: (any GateTimer)?
+    var sweepTimer: (any GateTimer)?
     /// Set once the gate drains: a store's late answer starts no new execution.
     @usableFromInline var isDraining = false
-    private var drainSignal: DrainSignal?
+    var drainSignal: DrainSignal?
 
     init(
         loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], epochWatches: [StoreEpochWatch],
@@ -74,107 +74,6 @@ final class GateShard: @unchecked Sendable {
         }
         self.lanes = lanes
         self.decidesOnLoop = lanes.map(\.decidesOnLoop)
-    }
-
-    // MARK: - The lock and its actions
-
-    /// Runs `body` with the lock held; leaving the outermost critical section carries out the
-    /// actions queued in it, with the lock released.
-    @inlinable
-    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-        lock.lock()
-        depth &+= 1
-        defer { leave() }
-        return try body()
-    }
-
-    /// Leaves a critical section entered by `lock.lock()` and `depth += 1`.
-    @inlinable
-    func leave() {
-        depth &-= 1
-        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
-            performActions()
-        } else {
-            lock.unlock()
-        }
-    }
-
-    /// Carries out the queued actions with the lock released, until none is left; returns with
-    /// the lock released. Called holding the lock, at depth 0.
-    @usableFromInline
-    func performActions() {
-        performActions(favouring: Optional<PluginLane<NoPlugin>>.none)
-    }
-
-    /// ``performActions()``, calling `typed`'s tasks and completions directly (specialized
-    /// for its plugin where the caller is) and the other lanes' through their protocol.
-    @inlinable
-    func performActions<Plugin: GatePlugin>(favouring typed: PluginLane<Plugin>?) {
-        while true {
-            // Taken whole, and their buffers given back once carried out, so that queueing
-            // allocates nothing once the buffers have grown.
-            var cancelling: [Task<Void, Never>] = []
-            var starting: [(lane: Int, token: EventToken)] = []
-            var flushing: [Int] = []
-            swap(&cancelling, &cancellations)
-            swap(&starting, &launches)
-            swap(&flushing, &lanesToFlush)
-            lock.unlock()
-            for task in cancelling { task.cancel() }
-            for launch in starting {
-                if let typed, typed.index == launch.lane {
-                    typed.startTask(launch.token, shard: self)
-                } else {
-                    lanes[launch.lane].startTask(launch.token, shard: self)
-                }
-            }
-            for lane in flushing {
-                if let typed, typed.index == lane {
-                    typed.flushOutbox(shard: self)
-                } else {
-                    lanes[lane].flushOutbox(shard: self)
-                }
-            }
-            cancelling.removeAll(keepingCapacity: true)
-            starting.removeAll(keepingCapacity: true)
-            flushing.removeAll(keepingCapacity: true)
-            lock.lock()
-            if cancellations.capacity == 0 { swap(&cancelling, &cancellations) }
-            if launches.capacity == 0 { swap(&starting, &launches) }
-            if lanesToFlush.capacity == 0 { swap(&flushing, &lanesToFlush) }
-            if launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty {
-                lock.unlock()
-                return
-            }
-        }
-    }
-
-    /// Leaves a critical section of `submit` for `lane`'s plugin (see ``leave()``).
-    @inlinable
-    func leave<Plugin: GatePlugin>(favouring lane: PluginLane<Plugin>) {
-        depth &-= 1
-        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
-            performActions(favouring: lane)
-        } else {
-            lock.unlock()
-        }
-    }
-
-    /// Cancels `task` once the lock is released (its cancellation handlers run code of its
-    /// own). Call with the lock held.
-    @inlinable
-    func cancelLater(_ task: Task<Void, Never>?) {
-        guard let task else { return }
-        cancellations.append(task)
-    }
-
-    /// The current instant for a decision: the clock's, never before one read earlier (a loop's
-    /// cached time may trail a fresh read on another thread). Call with the lock held.
-    @inlinable
-    var now: Instant {
-        let read = clock.now
-        if read > latest { latest = read }
-        return latest
     }
 
     // MARK: - Requests
@@ -383,92 +282,4 @@ final class GateShard: @unchecked Sendable {
     func countCancelled() {
         counters.cancelled.increment()
     }
-
-    // MARK: - Sweeping and draining
-
-    /// Starts the periodic sweep of idle keys. Call on the loop.
-    func startSweeping() {
-        withLock {
-            sweepTimer = clock.schedule(at: now + options.sweepInterval) { [self] in
-                self.sweep()
-            }
-        }
-    }
-
-    /// Stops the periodic sweep.
-    func stopSweeping() {
-        withLock {
-            sweepTimer?.cancel()
-            sweepTimer = nil
-        }
-    }
-
-    private func sweep() {
-        withLock {
-            guard sweepTimer != nil else { return }
-            let now = self.now
-            for lane in lanes { lane.sweep(now: now, maxEntries: options.sweepBatch) }
-            startSweeping()
-        }
-    }
-
-    /// The gate began to drain: `signal` hears when this shard has no execution left.
-    func beginDrain(_ signal: DrainSignal) {
-        withLock {
-            isDraining = true
-            if executionCount == 0 {
-                signal.shardIsIdle()
-            } else {
-                drainSignal = signal
-            }
-        }
-    }
-
-    /// An execution ended (or was dropped).
-    @usableFromInline
-    func executionEnded() {
-        guard let signal = drainSignal, executionCount == 0 else { return }
-        drainSignal = nil
-        signal.shardIsIdle()
-    }
-
-    /// The grace period is over: cancels and answers everything left, and stops sweeping.
-    func finishDrain() {
-        withLock {
-            drainSignal = nil
-            for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
-            stopSweeping()
-        }
-    }
-
-    // MARK: - Statistics
-
-    /// Keys held in the plugins' policy tables.
-    var keyCount: Int { lanes.reduce(0) { $0 + $1.keyCount } }
-
-    /// Executions held or running.
-    var executionCount: Int { lanes.reduce(0) { $0 + $1.executionCount } }
-
-    /// Results and record releases on their way to a shared store.
-    var storeOperationsPending: Int { lanes.reduce(0) { $0 + $1.storeOperationsPending } }
-
-    /// Requests waiting for a result.
-    var waiterCount: Int { lanes.reduce(0) { $0 + $1.waiterCount } }
-
-    /// Open local scopes (the root included).
-    var scopeCount: Int { tree.scopeCount }
-
-    /// Each plugin's policy table counters, in registration order.
-    var tableStats: [KeyTableStats?] { lanes.map(\.tableStats) }
-}
-
-/// A plugin no gate runs: the type of "no lane to favour" in ``GateShard/performActions()``.
-@usableFromInline
-struct NoPlugin: GatePlugin {
-    @usableFromInline let name = ""
-    @usableFromInline let policy = GatePolicy.unrestricted
-
-    @usableFromInline func key(for input: Void) -> String { "" }
-
-    @usableFromInline func run(_ input: Void, context: EffectContext) async throws {}
 }

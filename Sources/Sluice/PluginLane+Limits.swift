@@ -33,21 +33,26 @@ extension PluginLane {
     @inlinable
     func passLimits(_ input: Plugin.Input, now: Instant, into pass: inout LimitPass) -> GateOutcome<Output>? {
         guard !chain.isEmpty else { return nil }
-        let keys = stageKeys.map { $0(input) }
+        // The keys and verdicts go into buffers the lane keeps: an admitted request run in
+        // place allocates nothing for them.
+        stageKeyBuffer.removeAll(keepingCapacity: true)
+        for key in stageKeys { stageKeyBuffer.append(key(input)) }
         let cost = handle.plugin.cost(for: input)
-        let admission = chain.admit(keys: keys, cost: cost, now: now)
+        chain.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &admission)
         for stage in admission.shadowRefusals {
             shadowRefusals[stage].increment()
             shadowCounts[stage] += 1
         }
         switch admission.result {
         case .admitted:
-            pass = LimitPass(keys: keys, hold: admission.hold, cost: cost, reports: rateReports(admission.verdicts))
+            pass = LimitPass(
+                keys: stageKeyBuffer, hold: admission.hold, cost: cost,
+                reports: chain.hasRateStages ? rateReports(admission.verdicts) : [])
             return nil
         case .refused(let refusing):
             // The stages before the refusing one report their state after giving back.
             var verdicts = admission.verdicts
-            for stage in 0..<refusing { verdicts[stage] = chain.peek(stage: stage, key: keys[stage], now: now) }
+            for stage in 0..<refusing { verdicts[stage] = chain.peek(stage: stage, key: stageKeyBuffer[stage], now: now) }
             return .limited(
                 LimitRefusal(
                     stage: chain.stages[refusing].name, verdict: admission.verdicts[refusing],

@@ -155,6 +155,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// `sluice_shadow_refusals_total{plugin, stage}` of each stage of `chain`: what a stage in
     /// shadow mode would have refused.
     @usableFromInline let shadowRefusals: [Counter]
+    /// The buffers `passLimits` decides in (the keys of the stages, the chain's verdicts).
+    @usableFromInline @exclusivity(unchecked) var stageKeyBuffer: [String] = []
+    @usableFromInline @exclusivity(unchecked) var admission = ChainAdmission()
     /// The same, counted here for ``Gate/statistics()``.
     @usableFromInline @exclusivity(unchecked) var shadowCounts: [Int]
 

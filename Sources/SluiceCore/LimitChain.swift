@@ -69,9 +69,22 @@ public struct LimitChain<Key: Hashable> {
     /// - Precondition: `keys.count == stages.count`.
     @inlinable
     public mutating func admit(keys: [Key], cost: Int, now: Instant) -> ChainAdmission {
-        precondition(keys.count == stages.count, "a chain takes one key per stage")
         var admission = ChainAdmission()
-        admission.verdicts.reserveCapacity(stages.count)
+        admit(keys: keys, cost: cost, now: now, into: &admission)
+        return admission
+    }
+
+    /// ``admit(keys:cost:now:)`` into `admission`, whose buffers it reuses: deciding allocates
+    /// nothing once they have grown.
+    ///
+    /// - Precondition: `keys.count == stages.count`.
+    @inlinable
+    public mutating func admit(keys: [Key], cost: Int, now: Instant, into admission: inout ChainAdmission) {
+        precondition(keys.count == stages.count, "a chain takes one key per stage")
+        admission.result = .admitted
+        admission.verdicts.removeAll(keepingCapacity: true)
+        admission.shadowRefusals.removeAll(keepingCapacity: true)
+        admission.hold = ChainHold()
         for index in places.indices {
             let verdict: StageVerdict
             do {
@@ -80,7 +93,7 @@ public struct LimitChain<Key: Hashable> {
                 rollBack(admission.hold, keys: keys, cost: cost, now: now)
                 admission.hold = ChainHold()
                 admission.result = .busy(stage: index)
-                return admission
+                return
             }
             admission.verdicts.append(verdict)
             if verdict.allowed {
@@ -91,10 +104,15 @@ public struct LimitChain<Key: Hashable> {
                 rollBack(admission.hold, keys: keys, cost: cost, now: now)
                 admission.hold = ChainHold()
                 admission.result = .refused(stage: index)
-                return admission
+                return
             }
         }
-        return admission
+    }
+
+    /// Whether some stage is a rate stage.
+    @inlinable
+    public var hasRateStages: Bool {
+        !rates.isEmpty
     }
 
     @inlinable

@@ -11,5 +11,8 @@ struct KeyRulePlugin: GatePlugin {
     func key(for input: String) -> String { input }
 
     func run(_ input: String, context: EffectContext) async throws {}
+
+    /// Nothing to run: a request let through is answered at once, in place, with no task.
+    func runImmediately(_ input: String, context: EffectContext) throws -> Void? { () }
 }
 #endif
