@@ -9,13 +9,15 @@ import Synchronization
 ///
 /// A gate runs over an `EventLoopGroup` with one shard per loop; it opens no socket of its
 /// own. A key belongs to one shard (chosen by a stable hash of the key), so every request for a
-/// key is decided on that shard's loop thread, in order. Its sweeps of idle keys start with it.
+/// key is decided under that shard's lock, in order, on whichever thread asks; the shard's loop
+/// drives the key's timers and runs its effects. Its sweeps of idle keys start with it.
 ///
-/// Two ways to call:
-/// - ``submit(_:)`` (`async`) from any task: one hop to the key's loop and back.
-/// - ``submitNow(_:later:)`` from code already running on the key's loop (libevent callbacks,
-///   fronts): no hop and no task; an outcome known at once is returned, allocation-free on the
-///   hot paths.
+/// Two ways to call, from anywhere:
+/// - ``submit(_:)`` (`async`) from any task: decided on the calling thread; an outcome known at
+///   once returns without suspending.
+/// - ``submitNow(_:later:)`` from synchronous code (libevent callbacks, fronts, framework
+///   handlers): no hop and no task; an outcome known at once is returned, allocation-free on
+///   the hot paths.
 ///
 /// ```swift
 /// var plugins = PluginRegistry()

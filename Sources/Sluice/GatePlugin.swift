@@ -7,8 +7,9 @@ import SluiceCore
 /// Fronts (the line protocol, HTTP, framework middleware) decode requests into inputs and render
 /// the ``GateOutcome`` the ``Gate`` returns.
 ///
-/// The gate decides synchronously on the key's loop; only ``run(_:context:)`` is `async`, and it
-/// runs as a task on that loop, under the request's effect ID and in its cancellation scope.
+/// The gate decides synchronously where its caller is, under the lock of the key's shard; only
+/// ``run(_:context:)`` is `async`, and it runs as a task on the key's loop, under the request's
+/// effect ID and in its cancellation scope.
 ///
 /// ```swift
 /// struct Like: GatePlugin {

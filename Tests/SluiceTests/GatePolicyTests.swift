@@ -205,6 +205,7 @@ import Testing
         let (harness, probe) = try harness(ProbePlugin<String>(policy: .unrestricted) { probe, _ in
             throw ProbeError(code: Int(probe.payload) ?? 0)
         })
+        defer { harness.shutdown() }
         guard case .failed(let error, let info) = await harness.gate.submit(probe, Probe(key: "k", payload: "7")) else {
             Issue.record("expected failed")
             return

@@ -148,6 +148,41 @@ struct RedisInstancesTests {
         #expect(try await a.payments() + b.payments() == 1)
     }
 
+    /// PAY's chain with its record in Redis: a retry replays and spends nothing, a payment the
+    /// concurrency stage refuses leaves the account's rate as it was and stores no record, and
+    /// one the rate stage refuses stores none either (another amount under its key is no
+    /// mismatch).
+    @Test func thePaymentChainKeepsItsPromisesThroughRedis() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let a = try await Instance(
+            redis: redis,
+            ["--pay-rate", "1", "--pay-period-ms", "600000", "--pay-burst", "1", "--pay-concurrency", "1",
+             "--pay-latency-ms", "300"])
+        defer { a.stop() }
+        // On one connection, in order: k1 takes the account's slot, so k2 is refused for it.
+        let client = try a.client()
+        try client.send("1 PAY acct k1 10\n2 PAY acct k2 10\n")
+        var replies: [String: String] = [:]
+        for _ in 0..<2 {
+            let line = try await client.readLine()
+            replies[String(line.prefix { $0 != " " })] = line
+        }
+        #expect(replies["2"] == "2 LIMITED policy=pay-concurrency limit=1")
+        let charge = try #require(Self.charge(replies["1"] ?? ""), "\(replies)")
+        for _ in 0..<3 {
+            #expect(try await a.send("PAY acct k1 10") == "r OK charge=\(charge) replayed=true")
+        }
+        // k2 spent nothing when refused, and the retries of k1 nothing: one unit of two is left.
+        let second = try await a.send("PAY acct k2 10")
+        #expect(second.hasPrefix("r OK charge=") && !second.hasSuffix("replayed=true"), "\(second)")
+        let refused = try await a.send("PAY acct k3 10")
+        #expect(refused.hasPrefix("r LIMITED policy=pay-rate retry-after-ms="), "\(refused)")
+        #expect(refused.contains(" limit=2 remaining=0 reset-ms="), "\(refused)")
+        #expect(try await a.send("PAY acct k3 99").hasPrefix("r LIMITED policy=pay-rate "))
+        #expect(try await a.payments() == 2)
+    }
+
     @Test func throttlesAndRateLimitsAreSharedAcrossInstances() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
