@@ -16,7 +16,7 @@ public struct GateStatistics: Sendable, Hashable {
     public var tables: [String: KeyTableStats] = [:]
     /// The keys each plugin holds, by plugin name.
     public var keysByPlugin: [String: Int] = [:]
-    /// What each stage in shadow mode would have refused (``ChainStage/shadow``), by plugin
+    /// What each stage in shadow mode would have refused (`ChainStage.shadow`), by plugin
     /// name and stage name (also exported as `sluice_shadow_refusals_total{plugin, stage}`).
     public var shadowRefusals: [String: [String: Int]] = [:]
 

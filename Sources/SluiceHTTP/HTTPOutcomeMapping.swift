@@ -127,7 +127,7 @@ public enum HTTPOutcomeMapping {
     }
 
     /// Adds the `RateLimit-Policy` and `RateLimit` fields of the plugin's rate stages
-    /// (``RunInfo/limits``) to an answer of a request that ran; nothing when there are none.
+    /// (`RunInfo.limits`) to an answer of a request that ran; nothing when there are none.
     public static func addLimits(_ answer: inout HTTPAnswer, _ info: RunInfo) {
         guard !info.limits.isEmpty else { return }
         var policies: [String] = []
