@@ -3,8 +3,8 @@ import SluiceCore
 /// One plugin's state in one shard, with its types erased: what the shard asks of every plugin
 /// without knowing its input and output (cancellations, timers, sweeps, statistics, drain).
 ///
-/// Every method runs with the lock of the shard that holds the lane, except ``startTask(_:shard:)``
-/// and ``flushOutbox(shard:)``, which the shard calls with its lock released.
+/// Every method runs with the lock of the shard that holds the lane, except ``startTask(_:shard:)``,
+/// which the shard calls with its lock released.
 @usableFromInline
 protocol GateLane: AnyObject {
     /// Cancels what a scope entry names: an execution (`isExecution`), or a waiting request,
@@ -15,10 +15,12 @@ protocol GateLane: AnyObject {
     var decidesOnLoop: Bool { get }
     /// Starts the task of an execution launched while the lock was held.
     func startTask(_ token: EventToken, shard: GateShard)
-    /// Calls the completions queued while the lock was held.
-    func flushOutbox(shard: GateShard)
-    /// The policy timer of `key` fired.
-    func timerFired(key: String, shard: GateShard)
+    /// Takes the completions queued so far, with their outcomes, to be called once the lock is
+    /// released (called with it held: what is queued after goes to the next batch).
+    func takeOutbox() -> any OutboxBatch
+    /// The policy timer of `key` armed for `deadline` fired (a timer replaced since, whose body
+    /// was already running on the loop, is ignored).
+    func timerFired(key: String, deadline: Instant, shard: GateShard)
     /// Drops up to `maxEntries` examined idle entries of each table.
     func sweep(now: Instant, maxEntries: Int)
     /// Adds `amount` to `key`'s tally and returns the new count.
@@ -62,5 +64,29 @@ struct EntryTag {
     init(_ tag: UInt32) {
         lane = Int(tag >> 1)
         isExecution = tag & 1 == 1
+    }
+}
+
+/// Completions taken from a lane's outbox with the shard's lock held, called once it is released.
+@usableFromInline
+protocol OutboxBatch {
+    /// Calls every completion with its outcome.
+    func deliver()
+}
+
+/// The completions of one plugin's lane (see ``OutboxBatch``): one array, so that the batch
+/// fits an existential's inline buffer and taking it allocates nothing.
+@usableFromInline
+struct LaneOutboxBatch<Output: Sendable>: OutboxBatch {
+    @usableFromInline let items: [(@Sendable (GateOutcome<Output>) -> Void, GateOutcome<Output>)]
+
+    @inlinable
+    init(items: [(@Sendable (GateOutcome<Output>) -> Void, GateOutcome<Output>)]) {
+        self.items = items
+    }
+
+    @inlinable
+    func deliver() {
+        for (completion, outcome) in items { completion(outcome) }
     }
 }

@@ -65,7 +65,9 @@ public protocol GatePlugin: Sendable {
     /// instead; the default does. Used for requests that run at once (a throttle's leading run,
     /// a rate limit's allowed request, switch-latest and unrestricted plugins), never for
     /// idempotent or single-flight executions, which others may join. Nothing can cancel an
-    /// effect run in place.
+    /// effect run in place. It runs under the lock of the key's shard: it must not call into
+    /// the gate other than through its `context` (another request could wait on this shard's
+    /// lock while holding another's).
     func runImmediately(_ input: Input, context: EffectContext) throws -> Output?
     /// Whether an output counts as a failure for `IdempotencyOptions/cacheErrors` (a declined
     /// charge, say). The default is `false`.

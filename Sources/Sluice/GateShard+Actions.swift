@@ -44,6 +44,18 @@ extension GateShard {
             swap(&cancelling, &cancellations)
             swap(&starting, &launches)
             swap(&flushing, &lanesToFlush)
+            // The completions are taken now, with the lock held: one delivered after the lock
+            // is released goes to a new batch, which the thread that delivered it carries out
+            // (never this one, in the middle of another request).
+            var typedBatch: LaneOutboxBatch<Plugin.Output>?
+            var batches: [any OutboxBatch] = []
+            for lane in flushing {
+                if let typed, typed.index == lane {
+                    typedBatch = typed.takeTypedOutbox()
+                } else {
+                    batches.append(lanes[lane].takeOutbox())
+                }
+            }
             lock.unlock()
             for task in cancelling { task.cancel() }
             for launch in starting {
@@ -53,13 +65,8 @@ extension GateShard {
                     lanes[launch.lane].startTask(launch.token, shard: self)
                 }
             }
-            for lane in flushing {
-                if let typed, typed.index == lane {
-                    typed.flushOutbox(shard: self)
-                } else {
-                    lanes[lane].flushOutbox(shard: self)
-                }
-            }
+            typedBatch?.deliver()
+            for batch in batches { batch.deliver() }
             cancelling.removeAll(keepingCapacity: true)
             starting.removeAll(keepingCapacity: true)
             flushing.removeAll(keepingCapacity: true)

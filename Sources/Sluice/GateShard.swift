@@ -113,6 +113,11 @@ final class GateShard: @unchecked Sendable {
         guard let lane = lane(request.plugin.index, as: Plugin.self) else { return (.busy, EventToken(0)) }
         lock.lock()
         depth &+= 1
+        // Checked under the lock: a request either counts in the drain or is refused.
+        if isDraining {
+            leave(favouring: lane)
+            return (.shuttingDown, EventToken(0))
+        }
         let outer = depth == 1
         collectingLeader = outer
         leaderAwaitsCompletion = false
@@ -169,9 +174,9 @@ final class GateShard: @unchecked Sendable {
 
     /// A policy timer of plugin `lane` fired for `key`.
     @usableFromInline
-    func timerFired(lane index: Int, key: String) {
+    func timerFired(lane index: Int, key: String, deadline: Instant) {
         guard lanes.indices.contains(index) else { return }
-        withLock { lanes[index].timerFired(key: key, shard: self) }
+        withLock { lanes[index].timerFired(key: key, deadline: deadline, shard: self) }
     }
 
     /// Adds to a key's tally (see ``EffectContext/incrementTally(by:)``).

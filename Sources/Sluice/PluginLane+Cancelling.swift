@@ -81,12 +81,14 @@ extension PluginLane {
         }
         let index = self.index
         timers[key] = shard.clock.schedule(at: deadline) { [shard] in
-            shard.timerFired(lane: index, key: key)
+            shard.timerFired(lane: index, key: key, deadline: deadline)
         }
     }
 
     @inlinable
-    func timerFired(key: String, shard: GateShard) {
+    func timerFired(key: String, deadline: Instant, shard: GateShard) {
+        // The timer replaced since (its body was already on its way) fires for nothing.
+        guard let current = timers[key], current.deadline == deadline else { return }
         timers[key] = nil
         let now = shard.now
         switch throttle?.fire(key: key, now: now) ?? debounce?.fire(key: key, now: now) ?? .none {

@@ -43,7 +43,7 @@ extension PluginLane {
         // that is already due first, so the event sees the state it would have after it.
         if !timers.isEmpty, let timer = timers[key], timer.deadline <= now {
             timer.cancel()
-            timerFired(key: key, shard: shard)
+            timerFired(key: key, deadline: timer.deadline, shard: shard)
         }
         // The key's state before the event, put back if a later limit refuses a run.
         let before = chain.isEmpty ? nil : (throttle?.state(of: key).map(TimedBefore.throttle) ?? debounce?.state(of: key).map(TimedBefore.debounce))

@@ -101,7 +101,12 @@ extension PluginLane {
         // An effect that never suspended has ended already (and is gone); one cancelled while
         // its task was starting hears of it now.
         shard.withLock {
-            guard let current = executions[token] else { return }
+            guard let current = executions[token] else {
+                // Ended already, or dropped while its task was starting (a drain): a task that
+                // ended ignores the cancel, one that runs stops.
+                shard.cancelLater(task)
+                return
+            }
             executions.update(token) { $0.task = task }
             if current.isCancelling { shard.cancelLater(task) }
         }
@@ -233,19 +238,18 @@ extension PluginLane {
         if outbox.count == 1 { shard.lanesToFlush.append(index) }
     }
 
-    /// Calls the completions queued while the lock was held. Called with the lock released.
+    /// Takes the completions queued so far (called with the lock held).
     @inlinable
-    func flushOutbox(shard: GateShard) {
-        shard.lock.lock()
+    func takeOutbox() -> any OutboxBatch {
+        takeTypedOutbox()
+    }
+
+    /// ``takeOutbox()``, typed.
+    @inlinable
+    func takeTypedOutbox() -> LaneOutboxBatch<Output> {
         var items: [(Completion, GateOutcome<Output>)] = []
         swap(&items, &outbox)
-        shard.lock.unlock()
-        for (completion, outcome) in items { completion(outcome) }
-        // The buffer goes back for the next completions, unless others were queued meanwhile.
-        items.removeAll(keepingCapacity: true)
-        shard.lock.lock()
-        if outbox.capacity == 0 { swap(&items, &outbox) }
-        shard.lock.unlock()
+        return LaneOutboxBatch(items: items)
     }
 
     /// Answers every waiter of a held execution and forgets it.
