@@ -66,6 +66,7 @@ extension PluginLane {
     @inlinable
     func rateReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
         var reports: [RateStageReport] = []
+        reports.reserveCapacity(verdicts.count)
         for (stage, verdict) in zip(chain.stages, verdicts) {
             guard case .rate(let decision) = verdict, case .rate(let options) = stage.limit else { continue }
             reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
