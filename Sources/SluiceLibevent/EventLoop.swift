@@ -326,7 +326,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     // MARK: - Timers
 
     /// Runs `body` on the loop thread once `deadline` (on the loop's monotonic timeline) has
-    /// passed, unless the returned timer is cancelled first.
+    /// passed, unless the returned timer is cancelled first. Timers fire in deadline order,
+    /// except timers armed when already due, which fire in no particular order among themselves.
     @discardableResult
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> LoopTimer {
         let timer = LoopTimer(loop: self, deadline: deadline, body: body)

@@ -155,8 +155,11 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
         defer { loop.shutdownGracefully() }
         let order = Mutex<[Int]>([])
         let base = EventLoop.monotonicNow()
+        // Deadlines far enough apart that all three are armed before the first is due, even on
+        // a loaded machine under a sanitizer: timers armed when they are already due fire in
+        // no particular order among themselves.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            for delay in [30, 10, 20] {
+            for delay in [300, 100, 200] {
                 loop.schedule(at: base + .milliseconds(Int64(delay))) {
                     let done = order.withSanitizedLock { order -> Bool in
                         order.append(delay)
@@ -166,7 +169,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
                 }
             }
         }
-        #expect(order.withSanitizedLock { $0 } == [10, 20, 30])
+        #expect(order.withSanitizedLock { $0 } == [100, 200, 300])
     }
 
     @Test func jobsFromFourThreadsRunOnceInOrderPerThread() async throws {
