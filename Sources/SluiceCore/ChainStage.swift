@@ -23,7 +23,7 @@ public struct ChainStage: Hashable, Sendable {
     /// - Throws: ``SluiceError/Code/invalidOption`` for a name that is not 1–64 characters of
     ///   `a–z 0–9 _ - .`, or a concurrency limit below 1.
     public init(name: String, limit: StageLimit, shadow: Bool = false) throws(SluiceError) {
-        guard Self.isValidName(name) else {
+        guard PolicyName.isValid(name) else {
             throw .invalidOption("A stage name is 1-64 characters of a-z 0-9 _ - .", value: name)
         }
         if case .concurrency(let slots) = limit, slots < 1 {
@@ -32,14 +32,6 @@ public struct ChainStage: Hashable, Sendable {
         self.name = name
         self.limit = limit
         self.shadow = shadow
-    }
-
-    /// Whether `name` is 1–64 characters of `a–z 0–9 _ - .`.
-    public static func isValidName(_ name: String) -> Bool {
-        (1...64).contains(name.utf8.count)
-            && name.utf8.allSatisfy {
-                ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D || $0 == 0x2E
-            }
     }
 }
 

@@ -20,10 +20,7 @@ public struct RateLimitFields: Sendable, Hashable {
     ///
     /// - Precondition: `name` is 1–64 characters of `a–z 0–9 _ - .`, `quota` at least 1.
     public init(name: String, quota: Int, window: Duration) {
-        precondition(
-            (1...64).contains(name.utf8.count)
-                && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D || $0 == 0x2E },
-            "a policy name is 1-64 characters of a-z 0-9 _ - .")
+        precondition(PolicyName.isValid(name), "a policy name is 1-64 characters of a-z 0-9 _ - .")
         precondition(quota >= 1, "a quota is at least 1")
         self.name = name
         self.quota = quota
