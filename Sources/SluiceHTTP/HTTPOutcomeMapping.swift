@@ -107,38 +107,21 @@ public enum HTTPOutcomeMapping {
         if let retryAfter = refusal.retryAfter {
             answer.fields[.retryAfter] = String(max(1, RateLimitFields.wholeSeconds(retryAfter)))
         }
-        var policies: [String] = []
-        var states: [String] = []
+        var items: [RateLimitItem] = []
         if refusal.reports.isEmpty, let limits, let decision = refusal.rateLimit {
-            policies.append(limits.policyValue)
-            states.append(limits.limitValue(remaining: 0, reset: decision.resetAfter))
+            items.append(RateLimitItem(fields: limits, remaining: 0, reset: decision.resetAfter))
         }
         for report in refusal.reports {
-            let fields = RateLimitFields.gcra(name: report.stage, options: report.options)
-            policies.append(fields.policyValue)
-            let remaining = report.stage == refusal.stage ? 0 : report.decision.remaining
-            states.append(fields.limitValue(remaining: remaining, reset: report.decision.resetAfter))
+            items.append(RateLimitItem(report, remaining: report.stage == refusal.stage ? 0 : report.decision.remaining))
         }
-        if !policies.isEmpty {
-            answer.fields[.rateLimitPolicy] = policies.joined(separator: ", ")
-            answer.fields[.rateLimit] = states.joined(separator: ", ")
-        }
+        RateLimitItem.set(items, on: &answer.fields)
         return answer
     }
 
     /// Adds the `RateLimit-Policy` and `RateLimit` fields of the plugin's rate stages
     /// (`RunInfo.limits`) to an answer of a request that ran; nothing when there are none.
     public static func addLimits(_ answer: inout HTTPAnswer, _ info: RunInfo) {
-        guard !info.limits.isEmpty else { return }
-        var policies: [String] = []
-        var states: [String] = []
-        for report in info.limits {
-            let fields = RateLimitFields.gcra(name: report.stage, options: report.options)
-            policies.append(fields.policyValue)
-            states.append(fields.limitValue(remaining: report.decision.remaining, reset: report.decision.resetAfter))
-        }
-        answer.fields[.rateLimitPolicy] = policies.joined(separator: ", ")
-        answer.fields[.rateLimit] = states.joined(separator: ", ")
+        RateLimitItem.set(info.limits.map { RateLimitItem($0, remaining: $0.decision.remaining) }, on: &answer.fields)
     }
 
     /// Marks an answer replayed from an idempotency record (or shared by a duplicate that joined
@@ -153,5 +136,32 @@ public enum HTTPOutcomeMapping {
         case .local: answer.fields[.sluiceGuarantee] = "local"
         case .storeDataLost: answer.fields[.sluiceGuarantee] = "store-data-lost"
         }
+    }
+}
+
+/// One rate policy's item in the `RateLimit-Policy` and `RateLimit` fields.
+private struct RateLimitItem {
+    let fields: RateLimitFields
+    let remaining: Int
+    let reset: Duration
+
+    init(fields: RateLimitFields, remaining: Int, reset: Duration) {
+        self.fields = fields
+        self.remaining = remaining
+        self.reset = reset
+    }
+
+    /// The item of a chain's rate stage, reporting `remaining`.
+    init(_ report: RateStageReport, remaining: Int) {
+        self.init(
+            fields: .gcra(name: report.stage, options: report.options), remaining: remaining,
+            reset: report.decision.resetAfter)
+    }
+
+    /// Sets both fields to one item per entry of `items`, in order; nothing when it is empty.
+    static func set(_ items: [RateLimitItem], on fields: inout HTTPFields) {
+        guard !items.isEmpty else { return }
+        fields[.rateLimitPolicy] = items.map(\.fields.policyValue).joined(separator: ", ")
+        fields[.rateLimit] = items.map { $0.fields.limitValue(remaining: $0.remaining, reset: $0.reset) }.joined(separator: ", ")
     }
 }
