@@ -17,7 +17,7 @@ extension GateShard {
     @inlinable
     func leave() {
         depth &-= 1
-        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
+        if depth == 0, hasActions {
             performActions()
         } else {
             lock.unlock()
@@ -74,7 +74,7 @@ extension GateShard {
             if cancellations.capacity == 0 { swap(&cancelling, &cancellations) }
             if launches.capacity == 0 { swap(&starting, &launches) }
             if lanesToFlush.capacity == 0 { swap(&flushing, &lanesToFlush) }
-            if launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty {
+            if !hasActions {
                 lock.unlock()
                 return
             }
@@ -85,11 +85,17 @@ extension GateShard {
     @inlinable
     func leave<Plugin: GatePlugin>(favouring lane: PluginLane<Plugin>) {
         depth &-= 1
-        if depth == 0, !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty) {
+        if depth == 0, hasActions {
             performActions(favouring: lane)
         } else {
             lock.unlock()
         }
+    }
+
+    /// Whether actions are queued (call with the lock held).
+    @inlinable
+    var hasActions: Bool {
+        !(launches.isEmpty && cancellations.isEmpty && lanesToFlush.isEmpty)
     }
 
     /// Cancels `task` once the lock is released (its cancellation handlers run code of its
