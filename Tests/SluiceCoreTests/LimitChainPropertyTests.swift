@@ -16,14 +16,14 @@ import Testing
         // (what, key seed, gap in ms, cost)
         let steps = zip(Gen.int(in: 0...9), Gen.int(in: 0...80), Gen.int(in: 0...300), Gen.int(in: 1...3)).array(of: 0...80)
         await propertyCheck(count: 400, input: stages, steps) { specs, steps in
-            let limits: [StageLimit] = specs.map { kind, amount, burst, _ in
-                kind == 0 ? .rate(try! RateLimitOptions(count: amount, per: .seconds(1), burst: burst)) : .concurrency(amount)
+            let limits: [StageLimit] = try specs.map { kind, amount, burst, _ in
+                kind == 0 ? .rate(try RateLimitOptions(count: amount, per: .seconds(1), burst: burst)) : .concurrency(amount)
             }
             let shadow = specs.map { $0.3 == 0 }
-            let chainStages = limits.indices.map {
-                try! ChainStage(name: "s\($0)", limit: limits[$0], shadow: shadow[$0])
+            let chainStages = try limits.indices.map {
+                try ChainStage(name: "s\($0)", limit: limits[$0], shadow: shadow[$0])
             }
-            var real = try! LimitChain<Int>(stages: chainStages, budget: .entries(64))
+            var real = try LimitChain<Int>(stages: chainStages, budget: .entries(64))
             var model = NaiveLimitChain(stages: limits, shadow: shadow)
             var running: [(keys: [Int], hold: ChainHold, held: [Int])] = []
             var t: Int64 = 0

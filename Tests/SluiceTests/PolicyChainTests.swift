@@ -19,6 +19,13 @@ import Testing
         return (try GateHarness(plugins: plugins), pay, processor)
     }
 
+    /// A harness running `probe` alone.
+    private func probeHarness(_ probe: ProbePlugin<String>) throws -> (GateHarness, PluginHandle<ProbePlugin<String>>) {
+        var plugins = PluginRegistry()
+        let handle = try plugins.register(probe)
+        return (try GateHarness(plugins: plugins), handle)
+    }
+
     private func accountRate(limit: Int) throws -> RateLimitOptions {
         try RateLimitOptions(count: 1, per: minute, burst: limit - 1)
     }
@@ -131,9 +138,7 @@ import Testing
         let throttle = try ThrottleOptions(interval: .seconds(600))
         let rate = try RateLimitOptions(count: 1, per: minute, burst: 0)
         let probe = ProbePlugin(policy: .throttle(throttle), limits: [try .rate("global", rate) { _ in "all" }], immediate)
-        var plugins = PluginRegistry()
-        let handle = try plugins.register(probe)
-        let harness = try GateHarness(plugins: plugins)
+        let (harness, handle) = try probeHarness(probe)
         defer { harness.shutdown() }
         let gate = harness.gate
         #expect(await gate.submit(handle, Probe(key: "a", payload: "a")).kind == "ran")
@@ -151,9 +156,7 @@ import Testing
         let rate = try RateLimitOptions(count: 1, per: minute, burst: 2)
         let probe = ProbePlugin(
             policy: .rateLimit(rate), limits: [try .concurrency("slots", limit: 1) { $0.key }], sleeping(.seconds(1)))
-        var plugins = PluginRegistry()
-        let handle = try plugins.register(probe)
-        let harness = try GateHarness(plugins: plugins)
+        let (harness, handle) = try probeHarness(probe)
         defer { harness.shutdown() }
         let gate = harness.gate
         let first = await gate.start(gate.request(handle, Probe(key: "k", payload: "1")))
@@ -171,9 +174,7 @@ import Testing
         let rate = try RateLimitOptions(count: 1, per: minute, burst: 0)
         let probe = ProbePlugin(
             policy: .debounce(debounce, cancelInFlight: false), limits: [try .rate("searches", rate) { $0.key }], immediate)
-        var plugins = PluginRegistry()
-        let handle = try plugins.register(probe)
-        let harness = try GateHarness(plugins: plugins)
+        let (harness, handle) = try probeHarness(probe)
         defer { harness.shutdown() }
         let gate = harness.gate
         let a = await gate.start(gate.request(handle, Probe(key: "box", payload: "a")))
