@@ -125,18 +125,22 @@ public struct RunInfo: Sendable, Hashable {
     public var guarantee: Guarantee
 
     /// Creates run information.
+    @inlinable
     public init(source: Source, rateLimit: RateLimitDecision? = nil, guarantee: Guarantee = .store) {
         self.source = source
         self.rateLimit = rateLimit
         self.guarantee = guarantee
     }
 
+    // Made where they are used rather than copied from a global: a copy of a stored
+    // `RunInfo` goes through its value witness (it holds an array), a fresh one does not.
+
     /// This request's own execution, no rate limit.
-    public static let executed = RunInfo(source: .executed)
+    @inlinable public static var executed: RunInfo { RunInfo(source: .executed) }
     /// A replay of a stored result.
-    public static let replayed = RunInfo(source: .replayed)
+    @inlinable public static var replayed: RunInfo { RunInfo(source: .replayed) }
     /// A result shared with the request that led the execution.
-    public static let joined = RunInfo(source: .joined)
+    @inlinable public static var joined: RunInfo { RunInfo(source: .joined) }
 }
 
 /// Why a request was cancelled.

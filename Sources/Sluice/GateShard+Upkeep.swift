@@ -52,6 +52,7 @@ extension GateShard {
     /// The grace period is over: cancels and answers everything left, and stops sweeping.
     func finishDrain() {
         withLock {
+            isDraining = true
             drainSignal = nil
             for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
             stopSweeping()

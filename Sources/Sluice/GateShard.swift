@@ -55,7 +55,7 @@ final class GateShard: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var latest: Instant
     var sweepTimer: (any GateTimer)?
     /// Set once the gate drains: a store's late answer starts no new execution.
-    @usableFromInline var isDraining = false
+    @usableFromInline @exclusivity(unchecked) var isDraining = false
     var drainSignal: DrainSignal?
 
     init(

@@ -47,7 +47,7 @@ extension PluginLane {
         case .admitted:
             pass = LimitPass(
                 keys: stageKeyBuffer, hold: admission.hold, cost: cost,
-                reports: chain.hasRateStages ? rateReports(admission.verdicts) : [])
+                reports: chain.hasRateStages ? admittedReports(admission.verdicts) : [])
             return nil
         case .refused(let refusing):
             // The stages before the refusing one report their state after giving back.
@@ -67,11 +67,27 @@ extension PluginLane {
     func rateReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
         var reports: [RateStageReport] = []
         reports.reserveCapacity(verdicts.count)
+        appendRateReports(verdicts, to: &reports)
+        return reports
+    }
+
+    /// ``rateReports(_:)`` for an admitted request, written into the buffer the lane keeps. An
+    /// array is a value: the buffer is refilled in place only once every outcome that carried
+    /// its last contents is gone (it is then uniquely referenced), and copied otherwise, so an
+    /// admitted request whose caller does not keep its outcome allocates nothing for them.
+    @inlinable
+    func admittedReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
+        reportBuffer.removeAll(keepingCapacity: true)
+        appendRateReports(verdicts, to: &reportBuffer)
+        return reportBuffer
+    }
+
+    @inlinable
+    func appendRateReports(_ verdicts: [StageVerdict], to reports: inout [RateStageReport]) {
         for (stage, verdict) in zip(chain.stages, verdicts) {
             guard case .rate(let decision) = verdict, case .rate(let options) = stage.limit else { continue }
             reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
         }
-        return reports
     }
 
     /// Gives back everything `pass` took: its request will not run.

@@ -27,14 +27,16 @@ extension PluginLane {
     /// else `nil` with `later`'s completion installed.
     @inlinable
     func installCompletion(_ leader: EventToken, later: () -> Completion) -> GateOutcome<Output>? {
-        guard let waiter = waiters[leader] else { return .cancelled(.requested) }
-        if let parked = waiter.parked {
-            waiters.remove(leader)
-            release(Self.waiterBytes)
-            return parked
+        // One lookup, in place: a copy of the waiter would copy its parked outcome.
+        let isParked = waiters.update(leader) { waiter -> Bool in
+            guard waiter.parked == nil else { return true }
+            waiter.completion = later()
+            return false
         }
-        waiters.update(leader) { $0.completion = later() }
-        return nil
+        guard let isParked else { return .cancelled(.requested) }
+        guard isParked, let parked = waiters.remove(leader)?.parked else { return nil }
+        release(Self.waiterBytes)
+        return parked
     }
 
     /// Marks a held execution running and queues its task's start for when the shard releases
@@ -65,51 +67,72 @@ extension PluginLane {
     /// cancelled before its start ends at once, its effect never run.
     @inlinable
     func startTask(_ token: EventToken, shard: GateShard) {
+        // Only what the task needs is read (an execution is large: a copy of it costs more than
+        // the rest of this).
         shard.lock.lock()
-        let execution = executions[token]
+        let found = executions.update(token) {
+            execution -> (input: Plugin.Input, key: String, effectID: EffectID, running: Bool, cancelling: Bool)? in
+            guard execution.task == nil else { return nil }
+            let running = if case .running = execution.state { true } else { false }
+            return (execution.input, execution.key, execution.effectID, running, execution.isCancelling)
+        }
         shard.lock.unlock()
-        guard let execution, execution.task == nil else { return }
-        guard case .running = execution.state else {
-            if execution.isCancelling {
+        guard let execution = found ?? nil else { return }
+        guard execution.running else {
+            if execution.cancelling {
                 shard.effectEnded(lane: index, execution: token, plugin: Plugin.self, result: .failure(CancellationError()))
             }
             return
         }
         // The task captures little: the handle's storage (one reference), the input and the
-        // context (which reaches the shard).
+        // context (which reaches the shard). Each branch writes its closure out, so that each
+        // task allocates one context for it and no thunk around it.
         let storage = handle.storage
         let input = execution.input
         let context = EffectContext(key: execution.key, effectID: execution.effectID, shard: shard, lane: index, execution: token)
         let duration = metrics.effectDuration
-        let operation: @Sendable @concurrent () async -> Void = {
-            let result: Result<Output, any Error>
-            let start = ContinuousClock.now
-            do {
-                result = .success(try await storage.plugin.run(input, context: context))
-            } catch {
-                result = .failure(error)
-            }
-            duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
-            context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
-        }
         // On the loop, the effect starts on this thread now (one that never suspends has ended
         // when this returns); from elsewhere it starts on the loop, as its continuations do.
-        let task =
-            shard.loop.inEventLoop
-            ? Task.immediate(executorPreference: shard.loop, operation: operation)
-            : Task(executorPreference: shard.loop, operation: operation)
-        // An effect that never suspended has ended already (and is gone); one cancelled while
-        // its task was starting hears of it now.
-        shard.withLock {
-            guard let current = executions[token] else {
-                // Ended already, or dropped while its task was starting (a drain): a task that
-                // ended ignores the cancel, one that runs stops.
-                shard.cancelLater(task)
-                return
+        let task: Task<Void, Never>
+        if shard.loop.inEventLoop {
+            task = Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
+                await PluginLane<Plugin>.runEffect(storage, input, context: context, token: token, duration: duration)
             }
-            executions.update(token) { $0.task = task }
-            if current.isCancelling { shard.cancelLater(task) }
+        } else {
+            task = Task(executorPreference: shard.loop) { @concurrent () async -> Void in
+                await PluginLane<Plugin>.runEffect(storage, input, context: context, token: token, duration: duration)
+            }
         }
+        // An effect that never suspended has ended already (and is gone); one cancelled while
+        // its task was starting hears of it now. The cancel is made here, the lock released,
+        // rather than queued: the task is known, and nothing else is left to carry out.
+        let cancel = shard.withLock { () -> Bool in
+            // Gone: it ended already (nothing to cancel), or a drain dropped it while its task
+            // was starting (a task that ended ignores the cancel, one that runs stops).
+            executions.update(token) {
+                $0.task = task
+                return $0.isCancelling
+            } ?? shard.isDraining
+        }
+        if cancel { task.cancel() }
+    }
+
+    /// The body of an execution's task: runs the effect, records its duration, and reports its
+    /// end to the shard.
+    @inlinable
+    static func runEffect(
+        _ storage: PluginHandleStorage<Plugin>, _ input: Plugin.Input, context: EffectContext, token: EventToken,
+        duration: Timer
+    ) async {
+        let result: Result<Output, any Error>
+        let start = ContinuousClock.now
+        do {
+            result = .success(try await storage.plugin.run(input, context: context))
+        } catch {
+            result = .failure(error)
+        }
+        duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
+        context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
     }
 
     /// An execution's task returned: store its result if the policy keeps one, and answer its
@@ -119,7 +142,7 @@ extension PluginLane {
         guard let execution = executions.remove(token) else { return }
         release(Self.executionBytes)
         // Its concurrency slots are free before its callers hear of it.
-        endLimits(of: execution, now: shard.now)
+        if !execution.limits.hold.isEmpty { endLimits(of: execution, now: shard.now) }
         shard.executionEnded()
         if cancelInFlight { switchLatest.finished(token, key: execution.key, effect: execution.effectID) }
         let reason = execution.cancellationReason
@@ -216,9 +239,10 @@ extension PluginLane {
     /// the outcome for ``installCompletion(_:later:)``.
     @inlinable
     func answer(_ waiter: EventToken, with outcome: GateOutcome<Output>, shard: GateShard) {
-        guard let entry = waiters[waiter] else { return }
+        // Read in place: a copy of the waiter costs more than the rest of this.
+        guard let entry = waiters.update(waiter, { (completion: $0.completion, isParked: $0.parked != nil) }) else { return }
         guard let completion = entry.completion else {
-            if entry.parked == nil {
+            if !entry.isParked {
                 waiters.update(waiter) { $0.parked = outcome }
                 shard.finishEntry(waiter)
             }

@@ -158,6 +158,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// The buffers `passLimits` decides in (the keys of the stages, the chain's verdicts).
     @usableFromInline @exclusivity(unchecked) var stageKeyBuffer: [String] = []
     @usableFromInline @exclusivity(unchecked) var admission = ChainAdmission()
+    /// The rate stages' reports of the last admitted request (see `admittedReports`).
+    @usableFromInline @exclusivity(unchecked) var reportBuffer: [RateStageReport] = []
     /// The same, counted here for ``Gate/statistics()``.
     @usableFromInline @exclusivity(unchecked) var shadowCounts: [Int]
 

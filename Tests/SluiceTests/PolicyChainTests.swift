@@ -185,4 +185,45 @@ import Testing
         // Only b spent the key's one unit.
         #expect(await gate.submit(handle, Probe(key: "box", payload: "c")).kind == "limited")
     }
+    @Test func eachAdmittedRequestKeepsItsOwnReportsWhileOthersAreAdmitted() async throws {
+        // The lane writes an admitted request's reports into a buffer it reuses: an outcome
+        // kept by its caller, or an execution still running, must never see a later request's.
+        let rate = try RateLimitOptions(count: 1, per: minute, burst: 3)
+        let probe = ProbePlugin(policy: .unrestricted, limits: [try .rate("all", rate) { _ in "all" }], sleeping(.seconds(1)))
+        let (harness, handle) = try probeHarness(probe)
+        defer { harness.shutdown() }
+        let gate = harness.gate
+        let a = await gate.start(gate.request(handle, Probe(key: "a", payload: "a")))
+        let b = await gate.start(gate.request(handle, Probe(key: "b", payload: "b")))
+        await harness.advance(by: .seconds(1))
+        let first = await a.outcome
+        let second = await b.outcome
+        #expect(first.runInfo?.limits.map(\.decision.remaining) == [3])
+        #expect(second.runInfo?.limits.map(\.decision.remaining) == [2])
+        // Run in place: the first outcome is still held when the next two are admitted.
+        var plugins = PluginRegistry()
+        let inPlace = try plugins.register(InPlaceLimitedPlugin(limits: [try .rate("all", rate) { _ in "all" }]))
+        let local = try GateHarness(plugins: plugins)
+        defer { local.shutdown() }
+        let kept = await local.gate.submit(inPlace, "x")
+        let next = await local.gate.submit(inPlace, "y")
+        let last = await local.gate.submit(inPlace, "z")
+        #expect(kept.runInfo?.limits.map(\.decision.remaining) == [3])
+        #expect(next.runInfo?.limits.map(\.decision.remaining) == [2])
+        #expect(last.runInfo?.limits.map(\.decision.remaining) == [1])
+    }
+}
+
+/// A plugin whose effect runs in place (``GatePlugin/runImmediately(_:context:)``), behind the
+/// limits it is given.
+private struct InPlaceLimitedPlugin: GatePlugin {
+    let name = "in-place"
+    let policy = GatePolicy.unrestricted
+    let limits: [LimitStage<String>]
+
+    func key(for input: String) -> String { input }
+
+    func run(_ input: String, context: EffectContext) async throws -> String { input }
+
+    func runImmediately(_ input: String, context: EffectContext) throws -> String? { input }
 }
