@@ -33,12 +33,12 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("Throttle decision (table, known key)") { benchmark in
         var table = try! ThrottleTable<String>(options: .buttonTap, budget: .entries(keyCount))
-        for n in 0..<keyCount { _ = table.event(EventToken(0), key: "user:\(n)", now: .zero) }
+        for n in 0..<keyCount { _ = try table.event(EventToken(0), key: "user:\(n)", now: .zero) }
         var now: Int64 = 0
         benchmark.startMeasurement()
         for i in benchmark.scaledIterations {
             now &+= step
-            blackHole(table.event(EventToken(UInt64(i)), key: knownKey, now: Instant(nanoseconds: now)))
+            blackHole(try table.event(EventToken(UInt64(i)), key: knownKey, now: Instant(nanoseconds: now)))
         }
         benchmark.stopMeasurement()
     }
@@ -59,12 +59,12 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("GCRA decision (table, known key)") { benchmark in
         var table = try! RateLimitTable<String>(options: .perConnectionEcho, budget: .entries(keyCount))
-        for n in 0..<keyCount { _ = table.check(key: "user:\(n)", now: .zero) }
+        for n in 0..<keyCount { _ = try table.check(key: "user:\(n)", now: .zero) }
         var now: Int64 = 0
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             now &+= step
-            blackHole(table.check(key: knownKey, now: Instant(nanoseconds: now)))
+            blackHole(try table.check(key: knownKey, now: Instant(nanoseconds: now)))
         }
         benchmark.stopMeasurement()
     }
@@ -85,12 +85,12 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("Debounce decision (table, known key)") { benchmark in
         var table = try! DebounceTable<String>(options: .search, budget: .entries(keyCount))
-        for n in 0..<keyCount { _ = table.event(EventToken(0), key: "user:\(n)", now: .zero) }
+        for n in 0..<keyCount { _ = try table.event(EventToken(0), key: "user:\(n)", now: .zero) }
         var now: Int64 = 0
         benchmark.startMeasurement()
         for i in benchmark.scaledIterations {
             now &+= step
-            blackHole(table.event(EventToken(UInt64(i)), key: knownKey, now: Instant(nanoseconds: now)))
+            blackHole(try table.event(EventToken(UInt64(i)), key: knownKey, now: Instant(nanoseconds: now)))
         }
         benchmark.stopMeasurement()
     }
@@ -136,13 +136,13 @@ let benchmarks: @Sendable () -> Void = {
         let capacity = 100_000
         var table = try! ThrottleTable<String>(options: .buttonTap, budget: .entries(capacity))
         let keys = (0..<1_000_000).map { "user:\($0)" }
-        for n in 0..<capacity { _ = table.event(EventToken(0), key: keys[n], now: .zero) }
+        for n in 0..<capacity { _ = try table.event(EventToken(0), key: keys[n], now: .zero) }
         var next = capacity
         var now: Int64 = 0
         benchmark.startMeasurement()
         for i in benchmark.scaledIterations {
             now &+= step
-            blackHole(table.event(EventToken(UInt64(i)), key: keys[next], now: Instant(nanoseconds: now)))
+            blackHole(try table.event(EventToken(UInt64(i)), key: keys[next], now: Instant(nanoseconds: now)))
             next = next + 1 == keys.count ? 0 : next + 1
         }
         benchmark.stopMeasurement()

@@ -3,7 +3,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|runs|replay [count]
+// Usage: gate-profile throttled|runs|warm-runs|replay|pay|task [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -41,6 +41,12 @@ case "task":
     print("task: \(Double(elapsed.components.attoseconds / 1_000_000_000) / Double(count)) ns per Task.immediate")
 case "runs":
     await run(taps, count)
+case "warm-runs":
+    // As GateBenchmarks' "TAP that runs": one gate, rounds of 10,000 keys never seen.
+    for round in 0..<(count / 10_000) {
+        let fresh = (0..<10_000).map { gate.request(tap, "fresh:\(round):\($0)") }
+        await run(fresh, fresh.count, report: round % 20 == 19)
+    }
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)

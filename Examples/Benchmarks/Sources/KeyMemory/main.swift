@@ -42,7 +42,7 @@ func trackKeys(_ count: Int) -> Bool {
     let before = residentBytes()
     var table = try! ThrottleTable<String>(options: .buttonTap, budget: .entries(count))
     for n in 0..<count {
-        _ = table.event(EventToken(UInt64(n)), key: userKey(n), now: Instant(nanoseconds: Int64(n)))
+        _ = try? table.event(EventToken(UInt64(n)), key: userKey(n), now: Instant(nanoseconds: Int64(n)))
     }
     let after = residentBytes()
     let perKey = Double(after - before) / Double(count)
@@ -60,7 +60,7 @@ func flood(_ count: Int) -> Bool {
     var table = try! ThrottleTable<String>(options: .buttonTap, budget: .bytes(budget))
     var peak = residentBytes()
     for n in 0..<count {
-        _ = table.event(EventToken(UInt64(n)), key: userKey(n), now: Instant(nanoseconds: Int64(n) * 100))
+        _ = try? table.event(EventToken(UInt64(n)), key: userKey(n), now: Instant(nanoseconds: Int64(n) * 100))
         if n & 0xFFFF == 0 { peak = max(peak, residentBytes()) }
     }
     peak = max(peak, residentBytes())
