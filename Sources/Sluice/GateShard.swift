@@ -38,14 +38,8 @@ final class GateShard: @unchecked Sendable {
     private var localScopes: [UInt64: ScopeID] = [:]
     private var gateScopes: [ScopeID: UInt64] = [:]
     @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
-    /// The waiter token of the request the last `submit` decided about.
-    @usableFromInline @exclusivity(unchecked) var lastSubmittedToken = EventToken(0)
     /// How deep the current thread is in the shard's critical sections.
     @usableFromInline @exclusivity(unchecked) var depth = 0
-    /// Whether the request `submit` decides about may leave its leading waiter without a
-    /// completion (``submit(_:later:)`` installs it after starting its task), and whether it did.
-    @usableFromInline @exclusivity(unchecked) var collectingLeader = false
-    @usableFromInline @exclusivity(unchecked) var leaderAwaitsCompletion = false
     /// Actions to carry out once the lock is released: effects' tasks to start (lane and
     /// execution), tasks to cancel, and lanes with completions to call.
     @usableFromInline @exclusivity(unchecked) var launches: [(lane: Int, token: EventToken)] = []
@@ -106,6 +100,13 @@ final class GateShard: @unchecked Sendable {
     /// Decides about `request` on this thread (see ``Gate/submitNow(_:later:)``): the outcome
     /// when it is known before this returns (an effect that ends without suspending included),
     /// else `nil`, `later`'s completion installed; and the token the request waits under.
+    ///
+    /// The lane decides under the lock and returns what to carry out. An execution it started
+    /// is started here once the lock is released, when this is the outermost critical section
+    /// and nothing else is queued (the common case); then one more critical section gives the
+    /// execution its task and takes the outcome of an effect that has ended already, or
+    /// installs the completion. Otherwise its start is queued with the shard's other actions
+    /// and the completion installed at once.
     @inlinable
     func submit<Plugin: GatePlugin>(
         _ request: GateRequest<Plugin>, later: () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
@@ -118,21 +119,32 @@ final class GateShard: @unchecked Sendable {
             leave(favouring: lane)
             return (.shuttingDown, EventToken(0))
         }
-        let outer = depth == 1
-        collectingLeader = outer
-        leaderAwaitsCompletion = false
-        var outcome = lane.submit(request, later: later, shard: self)
-        collectingLeader = false
-        let token = lastSubmittedToken
-        let awaitsCompletion = outcome == nil && leaderAwaitsCompletion
-        leave(favouring: lane)
-        if awaitsCompletion {
-            // Its task has started (and perhaps ended): take its outcome, or give it the
-            // completion that will receive it.
+        let outcome: GateOutcome<Plugin.Output>?
+        let token: EventToken
+        switch lane.submit(request, later: later, shard: self) {
+        case .decided(let decided):
+            leave(favouring: lane)
+            outcome = decided
+            token = EventToken(0)
+        case .waiting(let waiting):
+            leave(favouring: lane)
+            return (nil, waiting)
+        case .start(let start) where depth == 1 && !hasActions:
+            depth &-= 1
+            lock.unlock()
+            // The effect runs on this thread until it first suspends (from the loop).
+            let task = lane.makeTask(start, shard: self)
             lock.lock()
             depth &+= 1
-            outcome = lane.installCompletion(token, later: later)
+            let cancel = lane.attach(task, to: start.execution, shard: self)
+            outcome = lane.installCompletion(start.leader, later: later)
             leave(favouring: lane)
+            if cancel { task.cancel() }
+            token = start.leader
+        case .start(let start):
+            outcome = lane.carryOut(.start(start), later: later, shard: self)
+            leave(favouring: lane)
+            token = start.leader
         }
         if let outcome { lane.metrics.count(outcome) }
         return (outcome, token)

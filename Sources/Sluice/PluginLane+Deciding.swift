@@ -6,37 +6,35 @@ import SluiceLibevent
 /// effect it runs in place), charged to the budget and registered in the scopes.
 extension PluginLane {
     @inlinable
-    func submitRateLimit(
-        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
-    ) -> GateOutcome<Output>? {
+    func submitRateLimit(_ request: GateRequest<Plugin>, token: EventToken, shard: GateShard) -> Decision {
         let cost = handle.plugin.cost(for: request.input)
         let now = shard.now
         guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
-            return .busy
+            return .decided(.busy)
         }
         guard decision.allowed else {
-            return .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision)))
+            return .decided(.limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision))))
         }
         var pass = LimitPass.none
         if let refused = passLimits(request.input, now: now, into: &pass) {
             rateLimit?.refund(key: request.key, quantity: cost, now: now)
-            return refused
+            return .decided(refused)
         }
-        if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) { return outcome }
+        if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) { return .decided(outcome) }
         if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
             // Refused after the limiter allowed it (its budget is spent, or its scope closed
             // meanwhile): a refused request spends nothing.
             rateLimit?.refund(key: request.key, quantity: cost, now: now)
-            return refused
+            return .decided(refused)
         }
         executions.update(token) { $0.rateLimit = decision }
-        return launchAndWait(token, later: later, shard: shard)
+        return started(token, shard: shard)
     }
 
     @inlinable
     func submitTimed(
         _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         let key = request.key
         let now = shard.now
         // libevent runs socket callbacks before the timers of the same iteration: deliver a timer
@@ -51,9 +49,9 @@ extension PluginLane {
         do {
             keyed = try throttle?.event(token, key: key, now: now) ?? debounce?.event(token, key: key, now: now)
         } catch {
-            return .busy
+            return .decided(.busy)
         }
-        guard let keyed else { return .busy }
+        guard let keyed else { return .decided(.busy) }
         for evicted in keyed.evictedPending {
             // Another key's held request lost its state to make room: it will never run.
             _ = cancelExecution(evicted, reason: .evicted, shard: shard)
@@ -69,12 +67,12 @@ extension PluginLane {
                     throttle?.restore(key: key, to: nil)
                     debounce?.restore(key: key, to: nil)
                 }
-                return refused
+                return .decided(refused)
             }
             if cancelInFlight { cancelRunning(key: key, effectID: request.effectID, shard: shard) }
-            return runSingle(request, token: token, limits: pass, later: later, shard: shard)
+            return runSingle(request, token: token, limits: pass, shard: shard)
         case .drop(let retryAfter):
-            return .throttled(retryAfter: retryAfter)
+            return .decided(.throttled(retryAfter: retryAfter))
         case .hold(let schedule, let superseded):
             if let superseded { answerHeld(superseded, with: .superseded, shard: shard) }
             // A refused hold leaves the table naming this token as its pending event: its timer
@@ -83,23 +81,23 @@ extension PluginLane {
             var pass = LimitPass.none
             if let refused = passLimits(request.input, now: now, into: &pass) {
                 if let schedule { armTimer(key: key, at: schedule, shard: shard) }
-                return refused
+                return .decided(refused)
             }
             if cancelInFlight { cancelRunning(key: key, effectID: request.effectID, shard: shard) }
             if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
                 if let schedule { armTimer(key: key, at: schedule, shard: shard) }
-                return refused
+                return .decided(refused)
             }
             waiters.update(token) { $0.completion = later() }
             if let schedule { armTimer(key: key, at: schedule, shard: shard) }
-            return nil
+            return .waiting(token)
         }
     }
 
     @inlinable
     func submitIdempotent(
         _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         let identity = handle.plugin.identity(for: request.input)
         let decision: IdempotencyDecision<Result<Output, any Error>>?
         do {
@@ -109,7 +107,7 @@ extension PluginLane {
                 key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.now,
                 lease: .untilReleased, concurrent: identity.concurrent)
         } catch {
-            return .busy
+            return .decided(.busy)
         }
         switch decision {
         case .execute:
@@ -118,7 +116,7 @@ extension PluginLane {
                 let decision = try? recordQuota?.check(key: request.key, now: shard.now)
                 guard decision?.allowed == true else {
                     idempotency?.cancel(key: identity.record, owner: token)
-                    return .busy
+                    return .decided(.busy)
                 }
             }
             // Only a new record reaches the limits: a replay, a join, a mismatch or a conflict
@@ -131,28 +129,28 @@ extension PluginLane {
             if let refused {
                 idempotency?.cancel(key: identity.record, owner: token)
                 recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
-                return refused
+                return .decided(refused)
             }
-            return launchAndWait(token, later: later, shard: shard)
+            return started(token, shard: shard)
         case .join(let owner):
             return join(request, token: token, owner: owner, later: later, shard: shard)
         case .conflict:
-            return .conflict
+            return .decided(.conflict)
         case .replay(.success(let output)):
-            return .ran(output, .replayed)
+            return .decided(.ran(output, .replayed))
         case .replay(.failure(let error)):
-            return .failed(error, .replayed)
+            return .decided(.failed(error, .replayed))
         case .mismatch:
-            return .mismatch
+            return .decided(.mismatch)
         case nil:
-            return .busy
+            return .decided(.busy)
         }
     }
 
     @inlinable
     func submitSingleFlight(
         _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         let record = handle.plugin.identity(for: request.input).record
         switch flights.begin(token, key: record) {
         case .lead:
@@ -163,9 +161,9 @@ extension PluginLane {
             }
             if let refused {
                 flights.forget(key: record)
-                return refused
+                return .decided(refused)
             }
-            return launchAndWait(token, later: later, shard: shard)
+            return started(token, shard: shard)
         case .join(let leader):
             return join(request, token: token, owner: leader, later: later, shard: shard)
         }
@@ -173,13 +171,12 @@ extension PluginLane {
 
     /// Runs a single execution for `request` now.
     @inlinable
-    func runSingle(
-        _ request: GateRequest<Plugin>, token: EventToken, limits pass: LimitPass, later: () -> Completion,
-        shard: GateShard
-    ) -> GateOutcome<Output>? {
-        if let outcome = runInPlace(request, rateLimit: nil, limits: pass, shard: shard) { return outcome }
-        if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) { return refused }
-        return launchAndWait(token, later: later, shard: shard)
+    func runSingle(_ request: GateRequest<Plugin>, token: EventToken, limits pass: LimitPass, shard: GateShard) -> Decision {
+        if let outcome = runInPlace(request, rateLimit: nil, limits: pass, shard: shard) { return .decided(outcome) }
+        if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
+            return .decided(refused)
+        }
+        return started(token, shard: shard)
     }
 
     /// Runs an effect that never suspends in place (``GatePlugin/runImmediately(_:context:)``):
@@ -245,7 +242,6 @@ extension PluginLane {
         execution.limits = pass
         executions.set(execution, for: token)
         waiters.set(Waiter(execution: token, completion: nil, source: .executed), for: waiter)
-        if shared { shard.lastSubmittedToken = waiter }
         return nil
     }
 
@@ -254,27 +250,27 @@ extension PluginLane {
     func join(
         _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, later: () -> Completion,
         shard: GateShard
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         guard executions.contains(owner) else {
             // Cannot happen: a record in flight or a flight always has its execution here.
             // Refuse rather than guess.
             if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
-            return .conflict
+            return .decided(.conflict)
         }
         guard charge(Self.waiterBytes, now: shard.now) else {
             if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
-            return .busy
+            return .decided(.busy)
         }
         guard shard.registerEntry(token, id: request.effectID, key: request.key, scope: request.scope,
                                   tag: Self.tag(lane: index, isExecution: false))
         else {
             release(Self.waiterBytes)
             if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
-            return .cancelled(.scopeClosed)
+            return .decided(.cancelled(.scopeClosed))
         }
         waiters.set(Waiter(execution: owner, completion: later(), source: .joined), for: token)
         if mode == .idempotent { executions.update(owner) { $0.joiners.append(token) } }
-        return nil
+        return .waiting(token)
     }
 }
 

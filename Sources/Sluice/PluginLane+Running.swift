@@ -4,25 +4,34 @@ import SluiceLibevent
 
 /// Running executions: their tasks, their ends, and the outcomes their waiters get.
 extension PluginLane {
-    /// Launches execution `token`. Inside the shard's `submit` for the request that leads it,
-    /// the leading waiter is left without a completion: the shard starts the task once it
-    /// releases its lock, then takes the outcome if the effect ended without suspending, or
-    /// installs `later`'s completion (``installCompletion(_:later:)``). Elsewhere (a store's
-    /// answer) the completion `later` makes is installed now. Returns `nil`, or the outcome of
-    /// an execution that was not held.
+    /// Marks held execution `token` running: the decision that leaves its caller to start its
+    /// task once the shard's lock is released (``GateShard/submit(_:later:)`` does, or
+    /// ``carryOut(_:later:shard:)`` queues it). Cancelled instead when it was not held.
     @inlinable
-    func launchAndWait(_ token: EventToken, later: () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
-        guard let leader = launch(token, shard: shard) else { return .cancelled(.requested) }
-        if shard.collectingLeader {
-            shard.lastSubmittedToken = leader
-            shard.leaderAwaitsCompletion = true
-        } else {
-            waiters.update(leader) { $0.completion = later() }
-        }
-        return nil
+    func started(_ token: EventToken, shard: GateShard) -> Decision {
+        guard let start = markRunning(token, shard: shard) else { return .decided(.cancelled(.requested)) }
+        return .start(start)
     }
 
-    /// The completion of `leader`, whose task the shard started after `submit` decided: its
+    /// Carries out `decision` where no caller starts a task (a store's answer, a decision made
+    /// in a critical section that is not the outermost): an execution to start is queued for
+    /// when the shard releases its lock, and its leading waiter gets `later`'s completion now.
+    /// Returns the outcome when it is known, else `nil`.
+    @inlinable
+    func carryOut(_ decision: Decision, later: () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
+        switch decision {
+        case .decided(let outcome):
+            return outcome
+        case .waiting:
+            return nil
+        case .start(let start):
+            shard.launches.append((index, start.execution))
+            waiters.update(start.leader) { $0.completion = later() }
+            return nil
+        }
+    }
+
+    /// The completion of `leader`, whose task its caller started after the decision: its
     /// outcome if it has one already (the effect ended, or it was cancelled, before this),
     /// else `nil` with `later`'s completion installed.
     @inlinable
@@ -45,76 +54,93 @@ extension PluginLane {
     @inlinable
     @discardableResult
     func launch(_ token: EventToken, shard: GateShard) -> EventToken? {
-        let started = executions.update(token) {
-            execution -> (key: String, effectID: EffectID, leader: EventToken)? in
+        guard let start = markRunning(token, shard: shard) else { return nil }
+        shard.launches.append((index, token))
+        return start.leader
+    }
+
+    /// Marks a held execution running (a switch-latest key cancels the one it replaces), and
+    /// reads what its task needs. `nil` if it was not held.
+    @inlinable
+    func markRunning(_ token: EventToken, shard: GateShard) -> EffectStart? {
+        let start = executions.update(token) { execution -> EffectStart? in
             guard case .held = execution.state else { return nil }
             execution.state = .running
-            return (execution.key, execution.effectID, execution.leader)
+            return EffectStart(
+                execution: token, leader: execution.leader, input: execution.input, key: execution.key,
+                effectID: execution.effectID)
         }
-        guard let started = started ?? nil else { return nil }
-        if cancelInFlight, let replaced = switchLatest.start(token, key: started.key, effect: started.effectID),
+        guard let start = start ?? nil else { return nil }
+        if cancelInFlight, let replaced = switchLatest.start(token, key: start.key, effect: start.effectID),
             replaced != token
         {
             _ = cancelExecution(replaced, reason: .replaced, shard: shard)
         }
-        shard.launches.append((index, token))
-        return started.leader
+        return start
     }
 
-    /// Starts the task of execution `token`, launched under the lock and now released: on the
-    /// shard's loop the effect starts on this thread and runs until it first suspends; from
-    /// another thread it starts on the loop. Its continuations run on the loop. An execution
-    /// cancelled before its start ends at once, its effect never run.
+    /// Starts the task of execution `token`, queued under the lock and now released. An
+    /// execution cancelled before its start ends at once, its effect never run.
     @inlinable
     func startTask(_ token: EventToken, shard: GateShard) {
-        // Only what the task needs is read (an execution is large: a copy of it costs more than
-        // the rest of this).
         shard.lock.lock()
-        let found = executions.update(token) {
-            execution -> (input: Plugin.Input, key: String, effectID: EffectID, running: Bool, cancelling: Bool)? in
+        let found = executions.update(token) { execution -> (start: EffectStart?, cancelling: Bool)? in
             guard execution.task == nil else { return nil }
-            let running = if case .running = execution.state { true } else { false }
-            return (execution.input, execution.key, execution.effectID, running, execution.isCancelling)
+            guard case .running = execution.state else { return (nil, execution.isCancelling) }
+            return (
+                EffectStart(
+                    execution: token, leader: execution.leader, input: execution.input, key: execution.key,
+                    effectID: execution.effectID),
+                false
+            )
         }
         shard.lock.unlock()
-        guard let execution = found ?? nil else { return }
-        guard execution.running else {
-            if execution.cancelling {
+        guard let found = found ?? nil else { return }
+        guard let start = found.start else {
+            if found.cancelling {
                 shard.effectEnded(lane: index, execution: token, plugin: Plugin.self, result: .failure(CancellationError()))
             }
             return
         }
+        let task = makeTask(start, shard: shard)
+        if shard.withLock({ attach(task, to: token, shard: shard) }) { task.cancel() }
+    }
+
+    /// Starts the task of an execution marked running, with the shard's lock released: on the
+    /// shard's loop the effect starts on this thread and runs until it first suspends (one that
+    /// never suspends has ended when this returns); from another thread it starts on the loop.
+    /// Its continuations run on the loop.
+    @inlinable
+    func makeTask(_ start: EffectStart, shard: GateShard) -> Task<Void, Never> {
         // The task captures little: the handle's storage (one reference), the input and the
         // context (which reaches the shard). Each branch writes its closure out, so that each
         // task allocates one context for it and no thunk around it.
         let storage = handle.storage
-        let input = execution.input
-        let context = EffectContext(key: execution.key, effectID: execution.effectID, shard: shard, lane: index, execution: token)
+        let input = start.input
+        let token = start.execution
+        let context = EffectContext(key: start.key, effectID: start.effectID, shard: shard, lane: index, execution: token)
         let duration = metrics.effectDuration
-        // On the loop, the effect starts on this thread now (one that never suspends has ended
-        // when this returns); from elsewhere it starts on the loop, as its continuations do.
-        let task: Task<Void, Never>
         if shard.loop.inEventLoop {
-            task = Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
+            return Task.immediate(executorPreference: shard.loop) { @concurrent () async -> Void in
                 await PluginLane<Plugin>.runEffect(storage, input, context: context, token: token, duration: duration)
             }
         } else {
-            task = Task(executorPreference: shard.loop) { @concurrent () async -> Void in
+            return Task(executorPreference: shard.loop) { @concurrent () async -> Void in
                 await PluginLane<Plugin>.runEffect(storage, input, context: context, token: token, duration: duration)
             }
         }
-        // An effect that never suspended has ended already (and is gone); one cancelled while
-        // its task was starting hears of it now. The cancel is made here, the lock released,
-        // rather than queued: the task is known, and nothing else is left to carry out.
-        let cancel = shard.withLock { () -> Bool in
-            // Gone: it ended already (nothing to cancel), or a drain dropped it while its task
-            // was starting (a task that ended ignores the cancel, one that runs stops).
-            executions.update(token) {
-                $0.task = task
-                return $0.isCancelling
-            } ?? shard.isDraining
-        }
-        if cancel { task.cancel() }
+    }
+
+    /// Gives execution `token` the task just started for it (call with the lock held). Returns
+    /// whether the task must be cancelled, once the lock is released: the execution is
+    /// cancelling, or a drain dropped it while its task was starting (a task that ended
+    /// already ignores the cancel; an execution that ended is simply gone).
+    @inlinable
+    func attach(_ task: Task<Void, Never>, to token: EventToken, shard: GateShard) -> Bool {
+        executions.update(token) {
+            $0.task = task
+            return $0.isCancelling
+        } ?? shard.isDraining
     }
 
     /// The body of an execution's task: runs the effect, records its duration, and reports its

@@ -10,41 +10,47 @@ extension PluginLane {
     func submitSharedIdempotent(
         _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>, options: IdempotencyOptions
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         // Every answer says whether the store lost its data lately, whenever it comes.
         let index = self.index
-        let marking: () -> Completion = {
+        func marking() -> Completion {
             let completion = later()
             return { [shard] outcome in
                 completion(shard.withLane(index, as: Plugin.self) { $0.shared?.marked(outcome, now: shard.now) ?? outcome } ?? outcome)
             }
         }
-        let outcome = submitSharedIdempotent(
-            request, token: token, later: marking, shard: shard, binding: binding, options: options,
-            identity: handle.plugin.identity(for: request.input))
-        return outcome.map { binding.marked($0, now: shard.now) }
-    }
-
-    func submitSharedIdempotent(
-        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
-        binding: SharedLaneState<Output>, options: IdempotencyOptions, identity: RequestIdentity
-    ) -> GateOutcome<Output>? {
-        // What this process holds comes first: its own running execution, a result not written
-        // yet, or a record it ran alone while the store was down.
+        let identity = handle.plugin.identity(for: request.input)
         if let held = heldOutcome(
-            request, token: token, identity: identity, later: later, shard: shard, binding: binding, options: options)
+            request, token: token, identity: identity, later: marking, shard: shard, binding: binding, options: options)
         {
-            return held
+            guard case .decided(let outcome) = held else { return held }
+            return .decided(binding.marked(outcome, now: shard.now))
         }
         if hasLocalRecord(identity.record, shard: shard) {
             // Decided here while the store was down: only this process knows it, so it answers
-            // from its own table (and says so), rather than letting the store run it again.
-            let outcome = submitIdempotent(request, token: token, later: {
-                let completion = later()
-                return { completion($0.decidedLocally) }
-            }, shard: shard)
-            return outcome?.decidedLocally
+            // from its own table (and says so), rather than letting the store run it again. An
+            // execution it starts is queued, so that its leader's completion says so too.
+            let decision = submitIdempotent(request, token: token, later: { Self.locally(marking()) }, shard: shard)
+            let outcome = carryOut(decision, later: { Self.locally(marking()) }, shard: shard)
+            guard let outcome else { return .waiting(token) }
+            return .decided(binding.marked(outcome.decidedLocally, now: shard.now))
         }
+        let outcome = claimRecord(request, token: token, identity: identity, later: marking, shard: shard, binding: binding)
+        guard let outcome else { return .waiting(token) }
+        return .decided(binding.marked(outcome, now: shard.now))
+    }
+
+    /// `completion`, told that the outcome was decided by this process alone.
+    static func locally(_ completion: @escaping Completion) -> Completion {
+        { completion($0.decidedLocally) }
+    }
+
+    /// Sends the claim of `request`'s record to the store, the request pending until it answers.
+    /// Returns a refusal, or `nil` once the claim is on its way.
+    func claimRecord(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: () -> Completion,
+        shard: GateShard, binding: SharedLaneState<Output>
+    ) -> GateOutcome<Output>? {
         // Results this process could not write yet are bounded: past the cap, refuse new claims.
         guard binding.unwritten.count < SharedLaneState<Output>.maximumUnwritten else { return .unavailable }
         if recordQuota != nil {
@@ -107,18 +113,18 @@ extension PluginLane {
 
     /// The answer to a request whose record this process holds (running here, or its result not
     /// written yet), from that rather than from the store: `nil` when it holds none; otherwise
-    /// the outcome, or `.some(nil)` when the request joined the running execution.
+    /// the outcome, or the token it waits under when it joined the running execution.
     func heldOutcome(
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, later: () -> Completion,
         shard: GateShard, binding: SharedLaneState<Output>, options: IdempotencyOptions
-    ) -> GateOutcome<Output>?? {
+    ) -> Decision? {
         if let flight = binding.flights[identity.record] {
-            guard flight.fingerprint == identity.fingerprint else { return .mismatch }
-            if (identity.concurrent ?? options.concurrent) == .reject { return .conflict }
-            return .some(join(request, token: token, owner: flight.token, later: later, shard: shard))
+            guard flight.fingerprint == identity.fingerprint else { return .decided(.mismatch) }
+            if (identity.concurrent ?? options.concurrent) == .reject { return .decided(.conflict) }
+            return join(request, token: token, owner: flight.token, later: later, shard: shard)
         }
         if let unwritten = binding.unwritten[identity.record] {
-            return unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch
+            return .decided(unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch)
         }
         return nil
     }
@@ -158,7 +164,9 @@ extension PluginLane {
             let held = heldOutcome(
                 request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding,
                 options: options)
-            if let outcome = held ?? nil { deliver(completion, outcome, shard: shard) }
+            if let held, let outcome = carryOut(held, later: { completion }, shard: shard) {
+                deliver(completion, outcome, shard: shard)
+            }
             return
         }
         switch result {
@@ -192,7 +200,9 @@ extension PluginLane {
             binding.leases[token] = lease
             binding.leaseDeadlines[token] = sentAt + options.lease
             scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
-            if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome, shard: shard) }
+            if let outcome = carryOut(started(token, shard: shard), later: { completion }, shard: shard) {
+                deliver(completion, outcome, shard: shard)
+            }
         case .success(.running):
             if (identity.concurrent ?? options.concurrent) == .reject {
                 guard let completion = takePending(token, shard: shard) else { return }
@@ -243,9 +253,8 @@ extension PluginLane {
                 return
             }
             let local: Completion = { completion($0.decidedLocally) }
-            if let outcome = submitIdempotent(request, token: token, later: { local }, shard: shard) {
-                deliver(local, outcome, shard: shard)
-            }
+            let decision = submitIdempotent(request, token: token, later: { local }, shard: shard)
+            if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }
     }
 }

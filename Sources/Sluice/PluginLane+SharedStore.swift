@@ -13,27 +13,27 @@ extension PluginLane {
     func submitShared(
         _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard,
         binding: SharedLaneState<Output>
-    ) -> GateOutcome<Output>? {
+    ) -> Decision {
         let key = storeKey(request.key)
         let index = self.index
         switch binding.policy {
         case .throttle(let options):
-            if let refused = addPending(request, token: token, later: later, shard: shard) { return refused }
+            if let refused = addPending(request, token: token, later: later, shard: shard) { return .decided(refused) }
             binding.store.throttle(key, interval: options.interval, on: shard.loop) { [shard] result in
                 shard.withLane(index, as: Plugin.self) { $0.throttleAnswered(request, token: token, result: result, shard: shard) }
             }
-            return nil
+            return .waiting(token)
         case .rateLimit(let options):
             let cost = handle.plugin.cost(for: request.input)
-            if let refused = addPending(request, token: token, later: later, shard: shard) { return refused }
+            if let refused = addPending(request, token: token, later: later, shard: shard) { return .decided(refused) }
             binding.store.rateLimit(key, options: options, cost: cost, on: shard.loop) { [shard] result in
                 shard.withLane(index, as: Plugin.self) { $0.rateLimitAnswered(request, token: token, result: result, shard: shard) }
             }
-            return nil
+            return .waiting(token)
         case .idempotent(let options):
             return submitSharedIdempotent(request, token: token, later: later, shard: shard, binding: binding, options: options)
         default:
-            return .busy
+            return .decided(.busy)
         }
     }
 
@@ -82,7 +82,9 @@ extension PluginLane {
             return
         }
         if let decision { executions.update(token) { $0.rateLimit = decision } }
-        if let outcome = launchAndWait(token, later: { completion }, shard: shard) { deliver(completion, outcome, shard: shard) }
+        if let outcome = carryOut(started(token, shard: shard), later: { completion }, shard: shard) {
+            deliver(completion, outcome, shard: shard)
+        }
     }
 
     // MARK: - Throttle and rate limit
@@ -131,11 +133,11 @@ extension PluginLane {
             runDecided(request, token: token, completion: completion, rateLimit: nil, shard: shard)
         case .local:
             let local: Completion = { completion($0.decidedLocally) }
-            let outcome =
+            let decision =
                 mode == .rateLimit
-                ? submitRateLimit(request, token: token, later: { local }, shard: shard)
+                ? submitRateLimit(request, token: token, shard: shard)
                 : submitTimed(request, token: token, later: { local }, shard: shard)
-            if let outcome { deliver(local, outcome, shard: shard) }
+            if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }
     }
 }

@@ -106,6 +106,39 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
     }
 
+    /// An execution a decision marked running, with what its task needs: its caller starts
+    /// the task once the shard's lock is released.
+    @usableFromInline
+    struct EffectStart {
+        @usableFromInline let execution: EventToken
+        /// The waiter of the request that leads it.
+        @usableFromInline let leader: EventToken
+        @usableFromInline let input: Plugin.Input
+        @usableFromInline let key: String
+        @usableFromInline let effectID: EffectID
+
+        @inlinable
+        init(execution: EventToken, leader: EventToken, input: Plugin.Input, key: String, effectID: EffectID) {
+            self.execution = execution
+            self.leader = leader
+            self.input = input
+            self.key = key
+            self.effectID = effectID
+        }
+    }
+
+    /// What deciding about a request leaves its caller with.
+    @usableFromInline
+    enum Decision {
+        /// The outcome, known now.
+        case decided(GateOutcome<Output>)
+        /// The request waits under this token, its completion installed.
+        case waiting(EventToken)
+        /// The request leads an execution whose task its caller starts (then installs the
+        /// leading waiter's completion, unless the effect has answered it already).
+        case start(EffectStart)
+    }
+
     @usableFromInline
     enum Mode {
         case timed
@@ -242,20 +275,19 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     // MARK: - Submitting
 
-    /// Decides about `request` at the shard's `now`. Returns the outcome when it is known before
-    /// this returns; otherwise calls `later` once for the completion that will receive it.
+    /// Decides about `request` at the shard's `now`: its outcome, the token it waits under
+    /// (its completion made by `later`), or the execution whose task its caller starts.
     @inlinable
-    func submit(_ request: GateRequest<Plugin>, later: () -> Completion, shard: GateShard) -> GateOutcome<Output>? {
+    func submit(_ request: GateRequest<Plugin>, later: () -> Completion, shard: GateShard) -> Decision {
         // A request whose caller's scope has closed changes no policy state.
-        guard !request.scope.isClosed else { return .cancelled(.scopeClosed) }
+        guard !request.scope.isClosed else { return .decided(.cancelled(.scopeClosed)) }
         let token = shard.makeToken()
-        shard.lastSubmittedToken = token
         if let shared { return submitShared(request, token: token, later: later, shard: shard, binding: shared) }
         switch mode {
         case .timed:
             return submitTimed(request, token: token, later: later, shard: shard)
         case .rateLimit:
-            return submitRateLimit(request, token: token, later: later, shard: shard)
+            return submitRateLimit(request, token: token, shard: shard)
         case .idempotent:
             return submitIdempotent(request, token: token, later: later, shard: shard)
         case .singleFlight:
@@ -263,13 +295,13 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case .switchLatest:
             // A request the limits refuse replaces nothing.
             var pass = LimitPass.none
-            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return refused }
+            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return .decided(refused) }
             cancelRunning(key: request.key, effectID: request.effectID, shard: shard)
-            return runSingle(request, token: token, limits: pass, later: later, shard: shard)
+            return runSingle(request, token: token, limits: pass, shard: shard)
         case .unrestricted:
             var pass = LimitPass.none
-            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return refused }
-            return runSingle(request, token: token, limits: pass, later: later, shard: shard)
+            if let refused = passLimits(request.input, now: shard.now, into: &pass) { return .decided(refused) }
+            return runSingle(request, token: token, limits: pass, shard: shard)
         }
     }
 }
