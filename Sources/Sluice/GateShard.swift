@@ -103,10 +103,10 @@ final class GateShard: @unchecked Sendable {
     ///
     /// The lane decides under the lock and returns what to carry out. An execution it started
     /// is started here once the lock is released, when this is the outermost critical section
-    /// and nothing else is queued (the common case); then one more critical section gives the
-    /// execution its task and takes the outcome of an effect that has ended already, or
-    /// installs the completion. Otherwise its start is queued with the shard's other actions
-    /// and the completion installed at once.
+    /// (after what else the decision queued, if anything); then one more critical section
+    /// gives the execution its task and takes the outcome of an effect that has ended already,
+    /// or installs the completion. In a nested critical section its start is queued with the
+    /// shard's other actions and the completion installed at once.
     @inlinable
     func submit<Plugin: GatePlugin>(
         _ request: GateRequest<Plugin>, later: () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
@@ -129,17 +129,29 @@ final class GateShard: @unchecked Sendable {
         case .waiting(let waiting):
             leave(favouring: lane)
             return (nil, waiting)
-        case .start(let start) where depth == 1 && !hasActions:
-            depth &-= 1
-            lock.unlock()
-            // The effect runs on this thread until it first suspends (from the loop).
-            let task = lane.makeTask(start, shard: self)
-            lock.lock()
-            depth &+= 1
-            let cancel = lane.attach(task, to: start.execution, shard: self)
-            outcome = lane.installCompletion(start.leader, later: later)
-            leave(favouring: lane)
-            if cancel { task.cancel() }
+        case .start(let start) where depth == 1:
+            if hasActions {
+                // What the decision queued goes first (cancelling the execution a switch-latest
+                // key replaced, answering a superseded one), and may cancel this one: its start
+                // reads it again under the lock, as a queued start does.
+                leave(favouring: lane)
+                lane.startTask(start.execution, shard: self)
+                lock.lock()
+                depth &+= 1
+                outcome = lane.installCompletion(start.leader, later: later)
+                leave(favouring: lane)
+            } else {
+                depth &-= 1
+                lock.unlock()
+                // The effect runs on this thread until it first suspends (from the loop).
+                let task = lane.makeTask(start, shard: self)
+                lock.lock()
+                depth &+= 1
+                let cancel = lane.attach(task, to: start.execution, shard: self)
+                outcome = lane.installCompletion(start.leader, later: later)
+                leave(favouring: lane)
+                if cancel { task.cancel() }
+            }
             token = start.leader
         case .start(let start):
             outcome = lane.carryOut(.start(start), later: later, shard: self)

@@ -32,7 +32,11 @@ extension PluginLane {
             // execution it starts is queued, so that its leader's completion says so too.
             let decision = submitIdempotent(request, token: token, later: { Self.locally(marking()) }, shard: shard)
             let outcome = carryOut(decision, later: { Self.locally(marking()) }, shard: shard)
-            guard let outcome else { return .waiting(token) }
+            guard let outcome else {
+                // It waits as the leader of the execution it started, or under its own token.
+                if case .start(let start) = decision { return .waiting(start.leader) }
+                return .waiting(token)
+            }
             return .decided(binding.marked(outcome.decidedLocally, now: shard.now))
         }
         let outcome = claimRecord(request, token: token, identity: identity, later: marking, shard: shard, binding: binding)

@@ -1,4 +1,5 @@
 import Sluice
+import Synchronization
 import SluicePluginTesting
 import Testing
 
@@ -136,6 +137,30 @@ import Testing
         #expect(await other.outcome.output == "x")
     }
 
+    @Test func aReplacingEffectThatEndsAtOnceIsAnsweredBySubmitNowItself() async throws {
+        // Replacing the running effect queues its cancel: the new effect, which never suspends,
+        // still answers through `submitNow`'s return, and no completion is made for it.
+        let (harness, probe) = try harness(
+            ProbePlugin(policy: .switchLatest) { probe, context in
+                if probe.payload == "slow" { try await context.sleep(for: .seconds(1)) }
+                return probe.payload
+            })
+        defer { harness.shutdown() }
+        let gate = harness.gate
+        let slow = await gate.start(gate.request(probe, Probe(key: "k", payload: "slow")))
+        let fast = gate.request(probe, Probe(key: "k", payload: "fast"))
+        let completionsMade = CallCount()
+        let outcome = await harness.group.loops[0].submit {
+            gate.submitNow(fast) {
+                completionsMade.increment()
+                return { _ in }
+            }
+        }
+        #expect(outcome?.output == "fast")
+        #expect(completionsMade.value == 0)
+        #expect(await slow.outcome.kind == "cancelled(replaced)")
+    }
+
     // MARK: - Rate limit
 
     @Test func rateLimitReportsTheLimiterFieldsOnEveryOutcome() async throws {
@@ -223,4 +248,13 @@ import Testing
         await harness.advance(by: .milliseconds(10))
         for (n, ticket) in tickets.enumerated() { #expect(await ticket.outcome.output == "\(n)") }
     }
+}
+
+/// How many times something was called, from any thread.
+private final class CallCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    func increment() { count.add(1, ordering: .relaxed) }
+
+    var value: Int { count.load(ordering: .relaxed) }
 }
