@@ -140,17 +140,21 @@ final class GateShard: @unchecked Sendable {
                 depth &+= 1
                 outcome = lane.installCompletion(start.leader, later: later)
                 leave(favouring: lane)
-            } else {
+            } else if let effect = lane.effectStart(of: start.execution) {
                 depth &-= 1
                 lock.unlock()
                 // The effect runs on this thread until it first suspends (from the loop).
-                let task = lane.makeTask(start, shard: self)
+                let task = lane.makeTask(effect, shard: self)
                 lock.lock()
                 depth &+= 1
                 let cancel = lane.attach(task, to: start.execution, shard: self)
                 outcome = lane.installCompletion(start.leader, later: later)
                 leave(favouring: lane)
                 if cancel { task.cancel() }
+            } else {
+                // Cannot happen (it was marked running under this lock): answer what it has.
+                outcome = lane.installCompletion(start.leader, later: later)
+                leave(favouring: lane)
             }
             token = start.leader
         case .start(let start):

@@ -59,24 +59,33 @@ extension PluginLane {
         return start.leader
     }
 
-    /// Marks a held execution running (a switch-latest key cancels the one it replaces), and
-    /// reads what its task needs. `nil` if it was not held.
+    /// Marks a held execution running (a switch-latest key cancels the one it replaces). `nil`
+    /// if it was not held.
     @inlinable
-    func markRunning(_ token: EventToken, shard: GateShard) -> EffectStart? {
-        let start = executions.update(token) { execution -> EffectStart? in
+    func markRunning(_ token: EventToken, shard: GateShard) -> Launch? {
+        let replaced = executions.update(token) { execution -> (leader: EventToken, replaced: EventToken?)? in
             guard case .held = execution.state else { return nil }
             execution.state = .running
+            let replaced = cancelInFlight ? switchLatest.start(token, key: execution.key, effect: execution.effectID) : nil
+            return (execution.leader, replaced)
+        }
+        guard let marked = replaced ?? nil else { return nil }
+        if let replaced = marked.replaced, replaced != token {
+            _ = cancelExecution(replaced, reason: .replaced, shard: shard)
+        }
+        return Launch(execution: token, leader: marked.leader)
+    }
+
+    /// What the task of execution `token`, marked running and not started yet, needs (call with
+    /// the lock held).
+    @inlinable
+    func effectStart(of token: EventToken) -> EffectStart? {
+        executions.update(token) { execution -> EffectStart? in
+            guard execution.task == nil, case .running = execution.state else { return nil }
             return EffectStart(
                 execution: token, leader: execution.leader, input: execution.input, key: execution.key,
                 effectID: execution.effectID)
-        }
-        guard let start = start ?? nil else { return nil }
-        if cancelInFlight, let replaced = switchLatest.start(token, key: start.key, effect: start.effectID),
-            replaced != token
-        {
-            _ = cancelExecution(replaced, reason: .replaced, shard: shard)
-        }
-        return start
+        } ?? nil
     }
 
     /// Starts the task of execution `token`, queued under the lock and now released. An

@@ -106,8 +106,21 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
     }
 
-    /// An execution a decision marked running, with what its task needs: its caller starts
-    /// the task once the shard's lock is released.
+    /// An execution a decision marked running, whose task its caller starts once the shard's
+    /// lock is released, and the waiter of the request that leads it.
+    @usableFromInline
+    struct Launch {
+        @usableFromInline let execution: EventToken
+        @usableFromInline let leader: EventToken
+
+        @inlinable
+        init(execution: EventToken, leader: EventToken) {
+            self.execution = execution
+            self.leader = leader
+        }
+    }
+
+    /// What the task of an execution marked running needs, read under the lock.
     @usableFromInline
     struct EffectStart {
         @usableFromInline let execution: EventToken
@@ -135,8 +148,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         /// The request waits under this token, its completion installed.
         case waiting(EventToken)
         /// The request leads an execution whose task its caller starts (then installs the
-        /// leading waiter's completion, unless the effect has answered it already).
-        case start(EffectStart)
+        /// leading waiter's completion, unless the effect has answered it already). Small on
+        /// purpose: a decision is returned through every policy's path.
+        case start(Launch)
     }
 
     @usableFromInline
