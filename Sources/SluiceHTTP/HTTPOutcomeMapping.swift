@@ -18,6 +18,20 @@ import SluiceCore
 ///
 /// `ran` outcomes are the route's to render (their body is the plugin's output).
 public enum HTTPOutcomeMapping {
+    // The refusals a flood is answered with, rendered once: their problem bodies never change
+    // (a copy shares the body's bytes; the fields added to it are the copy's own).
+    private static let throttledAnswer = HTTPProblem(
+        .tooManyRequests, "throttled", detail: "this key was used less than a window ago"
+    ).answer
+    private static let limitedAnswer = HTTPProblem(
+        .tooManyRequests, "limited", detail: "this key's rate limit is spent for now"
+    ).answer
+    private static let busyAnswer: HTTPAnswer = {
+        var answer = HTTPProblem(.serviceUnavailable, "busy", detail: "the server has no room for this request now").answer
+        answer.fields[.retryAfter] = "1"
+        return answer
+    }()
+
     /// The answer to an outcome other than `ran`, with `limits` (when the route has rate-limit
     /// fields) on the 429 answers.
     public static func answer<Output>(for outcome: GateOutcome<Output>, limits: RateLimitFields? = nil) -> HTTPAnswer {
@@ -49,9 +63,7 @@ public enum HTTPOutcomeMapping {
             answer.fields[.retryAfter] = "1"
             return answer
         case .busy:
-            var answer = HTTPProblem(.serviceUnavailable, "busy", detail: "the server has no room for this request now").answer
-            answer.fields[.retryAfter] = "1"
-            return answer
+            return busyAnswer
         case .failed:
             return HTTPProblem(.internalServerError, "internal", detail: "the request's effect failed").answer
         case .shuttingDown:
@@ -69,7 +81,7 @@ public enum HTTPOutcomeMapping {
     /// 429 for a throttled request: `Retry-After` and, with `limits`, `RateLimit-Policy` and
     /// `RateLimit` (`r=0`, `t` = the retry delay).
     public static func throttled(retryAfter: Duration, limits: RateLimitFields?) -> HTTPAnswer {
-        var answer = HTTPProblem(.tooManyRequests, "throttled", detail: "this key was used less than a window ago").answer
+        var answer = throttledAnswer
         let seconds = max(1, RateLimitFields.wholeSeconds(retryAfter))
         answer.fields[.retryAfter] = String(seconds)
         if let limits {
@@ -82,7 +94,7 @@ public enum HTTPOutcomeMapping {
     /// 429 for a request a rate limit refused: `Retry-After` (when it would fit) and, with
     /// `limits`, the fields (`r=0`: what remains is less than the request's cost).
     public static func limited(_ decision: RateLimitDecision, limits: RateLimitFields?) -> HTTPAnswer {
-        var answer = HTTPProblem(.tooManyRequests, "limited", detail: "this key's rate limit is spent for now").answer
+        var answer = limitedAnswer
         if let retryAfter = decision.retryAfter {
             answer.fields[.retryAfter] = String(max(1, RateLimitFields.wholeSeconds(retryAfter)))
         }
