@@ -63,28 +63,42 @@ extension PluginLane {
         return waiter.completion
     }
 
-    /// Runs `request` now as a single execution, answering `completion`.
-    func runDecided(
-        _ request: GateRequest<Plugin>, token: EventToken, completion: @escaping Completion,
-        rateLimit decision: RateLimitDecision?, shard: GateShard
-    ) {
+    /// Answers the pending request `token` with `outcome` and forgets it (nothing, if it left
+    /// while the store decided).
+    func answerPending(_ token: EventToken, with outcome: GateOutcome<Output>, shard: GateShard) {
+        guard let completion = takePending(token, shard: shard) else { return }
+        deliver(completion, outcome, shard: shard)
+    }
+
+    /// Runs the pending request `token` now as a single execution. Its waiter, registered in its
+    /// caller's scope and charged when it began waiting for the store, becomes the execution's
+    /// leading waiter as it is: nothing is registered, charged or released twice. Nothing, if
+    /// it left while the store decided.
+    func runDecided(_ request: GateRequest<Plugin>, token: EventToken, rateLimit decision: RateLimitDecision?, shard: GateShard) {
+        guard waiters.contains(token) else { return }
+        let now = shard.now
         var pass = LimitPass.none
-        if let refused = passLimits(request.input, now: shard.now, into: &pass) {
-            deliver(completion, refused, shard: shard)
+        if let refused = passLimits(request.input, now: now, into: &pass) {
+            answerPending(token, with: refused, shard: shard)
             return
         }
         if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) {
-            deliver(completion, outcome, shard: shard)
+            answerPending(token, with: outcome, shard: shard)
             return
         }
-        if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
-            deliver(completion, refused, shard: shard)
+        guard charge(Self.executionBytes, now: now) else {
+            giveBack(pass, now: now)
+            answerPending(token, with: .busy, shard: shard)
             return
         }
-        if let decision { executions.update(token) { $0.rateLimit = decision } }
-        if let outcome = carryOut(started(token, shard: shard), later: { completion }, shard: shard) {
-            deliver(completion, outcome, shard: shard)
-        }
+        var execution = Execution(
+            key: request.key, input: request.input, effectID: request.effectID, kind: .single, record: "", state: .held,
+            leader: token)
+        execution.limits = pass
+        execution.rateLimit = decision
+        executions.set(execution, for: token)
+        waiters.update(token) { $0.execution = token }
+        launch(token, shard: shard)
     }
 
     // MARK: - Throttle and rate limit
@@ -94,11 +108,9 @@ extension PluginLane {
     ) {
         switch result {
         case .success(nil):
-            guard let completion = takePending(token, shard: shard) else { return }
-            runDecided(request, token: token, completion: completion, rateLimit: nil, shard: shard)
+            runDecided(request, token: token, rateLimit: nil, shard: shard)
         case .success(.some(let retryAfter)):
-            guard let completion = takePending(token, shard: shard) else { return }
-            deliver(completion, .throttled(retryAfter: retryAfter), shard: shard)
+            answerPending(token, with: .throttled(retryAfter: retryAfter), shard: shard)
         case .failure:
             limitFailedOver(request, token: token, shard: shard)
         }
@@ -110,12 +122,11 @@ extension PluginLane {
     ) {
         switch result {
         case .success(let decision):
-            guard let completion = takePending(token, shard: shard) else { return }
             guard decision.allowed else {
-                deliver(completion, .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision))), shard: shard)
+                answerPending(token, with: .limited(LimitRefusal(stage: handle.plugin.name, verdict: .rate(decision))), shard: shard)
                 return
             }
-            runDecided(request, token: token, completion: completion, rateLimit: decision, shard: shard)
+            runDecided(request, token: token, rateLimit: decision, shard: shard)
         case .failure:
             limitFailedOver(request, token: token, shard: shard)
         }
@@ -124,14 +135,16 @@ extension PluginLane {
     /// A throttle or rate limit whose store failed: open runs it, closed refuses it, local
     /// decides with this process's table (the divided limits).
     func limitFailedOver(_ request: GateRequest<Plugin>, token: EventToken, shard: GateShard) {
-        guard let binding = shared, let completion = takePending(token, shard: shard) else { return }
+        guard let binding = shared, waiters.contains(token) else { return }
         binding.countFallback()
         switch binding.failureMode {
         case .closed:
-            deliver(completion, .unavailable, shard: shard)
+            answerPending(token, with: .unavailable, shard: shard)
         case .open:
-            runDecided(request, token: token, completion: completion, rateLimit: nil, shard: shard)
+            runDecided(request, token: token, rateLimit: nil, shard: shard)
         case .local:
+            // Decided again from the start by this process's own table, as a new request.
+            guard let completion = takePending(token, shard: shard) else { return }
             let local: Completion = { completion($0.decidedLocally) }
             let decision =
                 mode == .rateLimit

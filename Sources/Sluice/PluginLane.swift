@@ -90,8 +90,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     @usableFromInline
     struct Waiter {
-        /// The execution it waits for.
-        @usableFromInline let execution: EventToken
+        /// The execution it waits for (``PluginLane/pendingDecision`` while a shared store
+        /// decides about its request).
+        @usableFromInline var execution: EventToken
         @usableFromInline var completion: Completion?
         @usableFromInline let source: RunInfo.Source
         /// The outcome of a leading waiter answered before its completion was installed (its

@@ -116,6 +116,36 @@ import Testing
         #expect(await fleet.b.gate.submit(tapB, "user").kind == "ran")
     }
 
+    @Test func aRequestTheStoreLetThroughRunsUnderTheRegistrationItWaitedWith() async throws {
+        // The request waited for the store as a waiter in its caller's scope; it runs as that
+        // waiter's execution, so closing the scope cancels it, and nothing is left behind.
+        let throttle = try ThrottleOptions(interval: .seconds(60))
+        let (fleet, probeA, _) = try makeFleet { ProbePlugin(policy: .throttle(throttle), sleeping(.seconds(1))) }
+        defer { fleet.shutdown() }
+        let gate = fleet.a.gate
+        let scope = gate.openScope()
+        let cancelled = await gate.start(gate.request(probeA, Probe(key: "a", payload: "a"), in: scope))
+        await fleet.settle()
+        var statistics = await gate.statistics()
+        #expect(statistics.executions == 1 && statistics.waiters == 1)
+        gate.close(scope)
+        await fleet.settle()
+        // Checked before awaiting it: a request the scope did not reach would never be answered.
+        statistics = await gate.statistics()
+        guard statistics.executions == 0 && statistics.waiters == 0 else {
+            Issue.record("closing the scope left \(statistics.executions) executions, \(statistics.waiters) waiters")
+            return
+        }
+        #expect(await cancelled.outcome.kind == "cancelled(scopeClosed)")
+        let ran = await gate.start(gate.request(probeA, Probe(key: "b", payload: "b")))
+        await fleet.settle()
+        await fleet.advance(by: .seconds(1))
+        #expect(await ran.outcome.output == "b")
+        statistics = await gate.statistics()
+        #expect(statistics.executions == 0 && statistics.waiters == 0)
+        #expect(probeA.plugin.counts.cancelledCount == 1 && probeA.plugin.counts.finishedCount == 1)
+    }
+
     @Test func aRateLimitIsSharedAcrossInstances() async throws {
         let (fleet, limitA, limitB) = try makeFleet { try RateLimitPlugin(count: 1, per: .seconds(1), burst: 2) }
         defer { fleet.shutdown() }
