@@ -75,7 +75,14 @@ extension PluginLane {
     /// leading waiter as it is: nothing is registered, charged or released twice. Nothing, if
     /// it left while the store decided.
     func runDecided(_ request: GateRequest<Plugin>, token: EventToken, rateLimit decision: RateLimitDecision?, shard: GateShard) {
-        guard waiters.contains(token) else { return }
+        // Still waiting for this very answer (a store answers once, and tokens are never
+        // reused: this only keeps a second answer from touching an execution already made).
+        guard waiters.update(token, { $0.execution == Self.pendingDecision }) == true else { return }
+        // A store's late answer starts nothing once the gate drains.
+        guard !shard.isDraining else {
+            answerPending(token, with: .shuttingDown, shard: shard)
+            return
+        }
         let now = shard.now
         var pass = LimitPass.none
         if let refused = passLimits(request.input, now: now, into: &pass) {
