@@ -130,17 +130,7 @@ final class GateShard: @unchecked Sendable {
             leave(favouring: lane)
             return (nil, waiting)
         case .start(let start) where depth == 1:
-            if hasActions {
-                // What the decision queued goes first (cancelling the execution a switch-latest
-                // key replaced, answering a superseded one), and may cancel this one: its start
-                // reads it again under the lock, as a queued start does.
-                leave(favouring: lane)
-                lane.startTask(start.execution, shard: self)
-                lock.lock()
-                depth &+= 1
-                outcome = lane.installCompletion(start.leader, later: later)
-                leave(favouring: lane)
-            } else if let effect = lane.effectStart(of: start.execution) {
+            if !hasActions, let effect = lane.effectStart(of: start.execution) {
                 depth &-= 1
                 lock.unlock()
                 // The effect runs on this thread until it first suspends (from the loop).
@@ -152,7 +142,13 @@ final class GateShard: @unchecked Sendable {
                 leave(favouring: lane)
                 if cancel { task.cancel() }
             } else {
-                // Cannot happen (it was marked running under this lock): answer what it has.
+                // What the decision queued goes first (cancelling the execution a switch-latest
+                // key replaced, answering a superseded one), and may cancel this one: its start
+                // reads it again under the lock, as a queued start does.
+                leave(favouring: lane)
+                lane.startTask(start.execution, shard: self)
+                lock.lock()
+                depth &+= 1
                 outcome = lane.installCompletion(start.leader, later: later)
                 leave(favouring: lane)
             }

@@ -82,9 +82,7 @@ extension PluginLane {
     func effectStart(of token: EventToken) -> EffectStart? {
         executions.update(token) { execution -> EffectStart? in
             guard execution.task == nil, case .running = execution.state else { return nil }
-            return EffectStart(
-                execution: token, leader: execution.leader, input: execution.input, key: execution.key,
-                effectID: execution.effectID)
+            return EffectStart(execution: token, input: execution.input, key: execution.key, effectID: execution.effectID)
         } ?? nil
     }
 
@@ -93,26 +91,15 @@ extension PluginLane {
     @inlinable
     func startTask(_ token: EventToken, shard: GateShard) {
         shard.lock.lock()
-        let found = executions.update(token) { execution -> (start: EffectStart?, cancelling: Bool)? in
-            guard execution.task == nil else { return nil }
-            guard case .running = execution.state else { return (nil, execution.isCancelling) }
-            return (
-                EffectStart(
-                    execution: token, leader: execution.leader, input: execution.input, key: execution.key,
-                    effectID: execution.effectID),
-                false
-            )
-        }
+        let start = effectStart(of: token)
+        let cancelledBeforeStart = start == nil && executions.update(token, { $0.task == nil && $0.isCancelling }) == true
         shard.lock.unlock()
-        guard let found = found ?? nil else { return }
-        guard let start = found.start else {
-            if found.cancelling {
-                shard.effectEnded(lane: index, execution: token, plugin: Plugin.self, result: .failure(CancellationError()))
-            }
-            return
+        if let start {
+            let task = makeTask(start, shard: shard)
+            if shard.withLock({ attach(task, to: token, shard: shard) }) { task.cancel() }
+        } else if cancelledBeforeStart {
+            shard.effectEnded(lane: index, execution: token, plugin: Plugin.self, result: .failure(CancellationError()))
         }
-        let task = makeTask(start, shard: shard)
-        if shard.withLock({ attach(task, to: token, shard: shard) }) { task.cancel() }
     }
 
     /// Starts the task of an execution marked running, with the shard's lock released: on the

@@ -125,16 +125,13 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline
     struct EffectStart {
         @usableFromInline let execution: EventToken
-        /// The waiter of the request that leads it.
-        @usableFromInline let leader: EventToken
         @usableFromInline let input: Plugin.Input
         @usableFromInline let key: String
         @usableFromInline let effectID: EffectID
 
         @inlinable
-        init(execution: EventToken, leader: EventToken, input: Plugin.Input, key: String, effectID: EffectID) {
+        init(execution: EventToken, input: Plugin.Input, key: String, effectID: EffectID) {
             self.execution = execution
-            self.leader = leader
             self.input = input
             self.key = key
             self.effectID = effectID
