@@ -67,7 +67,7 @@ extension PluginLane {
             recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
             return refused
         }
-        claim(request, token: token, identity: identity, attempt: 0, deadline: nil, shard: shard, binding: binding)
+        claim(request, token: token, identity: identity, as: .first, shard: shard, binding: binding)
         return nil
     }
 
@@ -90,10 +90,10 @@ extension PluginLane {
         "\(binding.instance)-\(shard.index)-\(token.rawValue)"
     }
 
-    /// Asks the store to claim the record for the pending request `token` (again, when
-    /// `attempt` > 0: it polls while another instance runs it).
+    /// Asks the store to claim the record for the pending request `token` (again, when it polls
+    /// while another instance runs it).
     func claim(
-        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, attempt: Int, deadline: Instant?,
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, as attempt: SharedRecordClaim,
         shard: GateShard, binding: SharedLaneState<Output>
     ) {
         guard let options = binding.idempotency else { return }
@@ -109,8 +109,7 @@ extension PluginLane {
             [shard] result in
             shard.withLane(index, as: Plugin.self) {
                 $0.claimAnswered(
-                    request, token: token, identity: identity, result: result, attempt: attempt, deadline: deadline,
-                    sentAt: sentAt, shard: shard)
+                    request, token: token, identity: identity, result: result, attempt: attempt, sentAt: sentAt, shard: shard)
             }
         }
     }
@@ -140,7 +139,7 @@ extension PluginLane {
 
     func claimAnswered(
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity,
-        result: Result<StoreClaim, StoreError>, attempt: Int, deadline: Instant?, sentAt: Instant, shard: GateShard
+        result: Result<StoreClaim, StoreError>, attempt: SharedRecordClaim, sentAt: Instant, shard: GateShard
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
@@ -154,10 +153,10 @@ extension PluginLane {
                     // longer than the lease) and this claim took it: the running execution adopts
                     // the new lease, and this request is its duplicate.
                     binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
-                    binding.leases[flight.token] = lease
-                    binding.leaseDeadlines[flight.token] = sentAt + options.lease
-                    binding.lost.remove(flight.token)
-                    scheduleHeartbeat(flight.token, key: key, lease: lease, fingerprint: flight.fingerprint, shard: shard)
+                    var held = binding.held[flight.token] ?? SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
+                    let next = held.adopt(lease, claimSentAt: sentAt, now: shard.now)
+                    binding.held[flight.token] = held
+                    scheduleRenewal(flight.token, at: next, key: key, fingerprint: flight.fingerprint, shard: shard)
                 } else {
                     // Cannot happen (a result waiting for its write keeps its record): give it back.
                     releaseRecord(key, lease: lease, attempt: 0, shard: shard)
@@ -173,8 +172,12 @@ extension PluginLane {
             }
             return
         }
-        switch result {
-        case .success(.claimed(let lease)):
+        var generator = SystemRandomNumberGenerator()
+        let step = attempt.step(
+            after: try? result.get(), joins: (identity.concurrent ?? options.concurrent) != .reject, lease: options.lease,
+            failureMode: binding.failureMode, now: shard.now, using: &generator)
+        switch step {
+        case .run(let lease):
             guard let completion = takePending(token, shard: shard) else {
                 // Its caller left before it ran: give the record back so that a retry runs.
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
@@ -200,31 +203,20 @@ extension PluginLane {
                 deliver(completion, refused, shard: shard)
                 return
             }
+            let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
             binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
-            binding.leases[token] = lease
-            binding.leaseDeadlines[token] = sentAt + options.lease
-            scheduleHeartbeat(token, key: key, lease: lease, fingerprint: identity.fingerprint, shard: shard)
+            binding.held[token] = held
+            scheduleRenewal(token, at: held.nextRenewal(after: shard.now), key: key, fingerprint: identity.fingerprint, shard: shard)
             if let outcome = carryOut(started(token, shard: shard), later: { completion }, shard: shard) {
                 deliver(completion, outcome, shard: shard)
             }
-        case .success(.running):
-            if (identity.concurrent ?? options.concurrent) == .reject {
-                guard let completion = takePending(token, shard: shard) else { return }
-                refundQuota()
-                deliver(completion, .conflict, shard: shard)
-                return
-            }
-            let now = shard.now
-            let until = deadline ?? now + options.lease
-            guard now < until else {
-                // Waited a whole lease and the other instance still runs it: refuse, not guess.
-                guard let completion = takePending(token, shard: shard) else { return }
-                refundQuota()
-                deliver(completion, .conflict, shard: shard)
-                return
-            }
-            schedulePoll(request, token: token, identity: identity, attempt: attempt + 1, deadline: until, shard: shard)
-        case .success(.completed(let bytes)):
+        case .poll(let next, let at):
+            schedulePoll(request, token: token, identity: identity, as: next, at: at, shard: shard)
+        case .conflict:
+            guard let completion = takePending(token, shard: shard) else { return }
+            refundQuota()
+            deliver(completion, .conflict, shard: shard)
+        case .replay(let bytes):
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
             if let stored = StoredResult.decode(bytes, as: Output.self) {
@@ -233,30 +225,25 @@ extension PluginLane {
                 binding.logger.error("a stored result cannot be read", metadata: ["record": "\(key)"])
                 deliver(completion, .unavailable, shard: shard)
             }
-        case .success(.mismatch(let stored)):
+        case .mismatch(let stored):
             binding.logger.debug(
                 "idempotency key reused with another payload",
                 metadata: ["record": "\(key)", "stored-fingerprint": "\(stored)", "fingerprint": "\(identity.fingerprint)"])
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
             deliver(completion, .mismatch, shard: shard)
-        case .failure:
+        case .failed(let decideLocally):
             // The claim may have landed before the store failed: give it back, by owner.
             let owner = owner(of: token, shard: shard, binding: binding)
             releaseRecord(key, lease: StoreLease(owner: owner, fence: FencingToken(value: 0)), attempt: 0, shard: shard)
-            guard let completion = takePending(token, shard: shard) else {
-                refundQuota()
-                return
-            }
             refundQuota()
+            guard let completion = takePending(token, shard: shard) else { return }
             binding.countFallback()
-            // A payment never fails open, and never runs alone once the store has said that
-            // another owner runs it (`deadline` is set after the first "running").
-            guard binding.failureMode == .local, deadline == nil else {
+            guard decideLocally else {
                 deliver(completion, .unavailable, shard: shard)
                 return
             }
-            let local: Completion = { completion($0.decidedLocally) }
+            let local = Self.locally(completion)
             let decision = submitIdempotent(request, token: token, later: { local }, shard: shard)
             if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }

@@ -13,9 +13,9 @@ extension PluginLane {
     /// store said its lease was lost).
     @usableFromInline
     func awaitsRecord(_ token: EventToken, result: Result<Output, any Error>, reason: CancellationReason?) -> Bool {
-        guard let binding = shared, binding.leases[token] != nil, case .failure(let error) = result else { return false }
+        guard let binding = shared, let held = binding.held[token], case .failure(let error) = result else { return false }
         if let refusal = error as? CommitRefusal { return reason == nil && refusal.mayHaveAnotherOwner }
-        return reason == .evicted && binding.lost.contains(token)
+        return reason == .evicted && held.isLost
     }
 
     /// The callers of `execution` wait for its record as duplicates in join mode do: each is a
@@ -29,7 +29,7 @@ extension PluginLane {
         guard let binding = shared, let options = binding.idempotency else { return }
         var identity = handle.plugin.identity(for: execution.input)
         identity.concurrent = .join
-        let deadline = shard.now + options.lease
+        let awaiting = SharedRecordClaim.awaiting(until: shard.now + options.lease)
         // The callers' own scope entries stay registered while they wait; a caller that wins
         // the record runs it under the root scope, as the key's executions live.
         let request = GateRequest(
@@ -42,55 +42,48 @@ extension PluginLane {
                 continue
             }
             waiters.set(Waiter(execution: Self.pendingDecision, completion: completion, source: .executed), for: waiter)
-            claim(request, token: waiter, identity: identity, attempt: 1, deadline: deadline, shard: shard, binding: binding)
+            claim(request, token: waiter, identity: identity, as: awaiting, shard: shard, binding: binding)
         }
     }
 
-    /// Polls the store again for a record another instance runs, after a backoff with jitter
-    /// (20 ms doubling to 500 ms, ±50 %), while the request still waits.
+    /// Polls the store again at `at` for a record another instance runs (``SharedRecordClaim``
+    /// says when), while the request still waits.
     func schedulePoll(
-        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, attempt: Int, deadline: Instant,
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, as next: SharedRecordClaim, at: Instant,
         shard: GateShard
     ) {
         guard let binding = shared else { return }
-        let base = min(500, 20 << min(attempt - 1, 5))
-        let delay = Duration.milliseconds(Int.random(in: base / 2...base + base / 2))
         let index = self.index
-        binding.polls[token] = shard.clock.schedule(at: shard.now + delay) { [shard] in
+        binding.polls[token] = shard.clock.schedule(at: at) { [shard] in
             shard.withLane(index, as: Plugin.self) { lane in
                 guard let binding = lane.shared else { return }
                 binding.polls[token] = nil
                 // It left meanwhile (its waiter is gone): stop polling.
                 guard lane.waiters.contains(token) else { return }
-                lane.claim(
-                    request, token: token, identity: identity, attempt: attempt, deadline: deadline, shard: shard,
-                    binding: binding)
+                lane.claim(request, token: token, identity: identity, as: next, shard: shard, binding: binding)
             }
         }
     }
 
     // MARK: - Leases
 
-    /// Renews the lease every third of its length while its execution runs and until its result
-    /// is written; a failed renewal is tried again sooner (every twelfth), so that a passing
-    /// failure does not let the lease run out.
-    func scheduleHeartbeat(
-        _ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, shard: GateShard, retrying: Bool = false
-    ) {
-        guard let binding = shared, let options = binding.idempotency else { return }
-        let period = retrying ? max(.milliseconds(20), options.lease / 12) : options.lease / 3
+    /// Sends the next renewal of execution `token`'s lease at `at` (``SharedRecordLease`` says
+    /// when), while it runs and until its result is written.
+    func scheduleRenewal(_ token: EventToken, at: Instant, key: StoreKey, fingerprint: String, shard: GateShard) {
+        guard let binding = shared else { return }
         let index = self.index
-        binding.heartbeats[token] = shard.clock.schedule(at: shard.now + period) { [shard] in
-            shard.withLane(index, as: Plugin.self) { lane in lane.renew(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard) }
+        binding.heartbeats[token] = shard.clock.schedule(at: at) { [shard] in
+            shard.withLane(index, as: Plugin.self) { lane in lane.renew(token, key: key, fingerprint: fingerprint, shard: shard) }
         }
     }
 
     /// Renews the lease of execution `token` (its heartbeat came).
-    func renew(_ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, shard: GateShard) {
-        guard let binding = shared, let options = binding.idempotency, binding.leases[token] == lease else { return }
+    func renew(_ token: EventToken, key: StoreKey, fingerprint: String, shard: GateShard) {
+        guard let binding = shared, let held = binding.held[token], !held.isLost else { return }
         let index = self.index
         let sentAt = shard.now
-        binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: options.lease, on: shard.loop) {
+        let lease = held.lease
+        binding.store.renew(key, lease: lease, fingerprint: fingerprint, duration: held.length, on: shard.loop) {
             [shard] result in
             shard.withLane(index, as: Plugin.self) { lane in
                 lane.renewed(token, key: key, lease: lease, fingerprint: fingerprint, sentAt: sentAt, result: result, shard: shard)
@@ -103,25 +96,25 @@ extension PluginLane {
         _ token: EventToken, key: StoreKey, lease: StoreLease, fingerprint: String, sentAt: Instant,
         result: Result<Bool, StoreError>, shard: GateShard
     ) {
-        let lane = self
-        guard let binding = shared, let options = binding.idempotency, binding.leases[token] == lease else { return }
-        switch result {
-        case .success(true):
-            binding.leaseDeadlines[token] = max(binding.leaseDeadlines[token] ?? sentAt, sentAt + options.lease)
-            binding.renewalFailing.remove(token)
-            lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard)
-        case .success(false):
-            // Another owner holds the record: stop the effect if it has not committed. The
-            // lease stays, so that a result is still offered to the store, whose fence
-            // decides.
+        guard let binding = shared, var held = binding.held[token] else { return }
+        let answer: SharedRecordLease.RenewalAnswer =
+            switch result {
+            case .success(true): .renewed
+            case .success(false): .takenByAnotherOwner
+            case .failure: .noAnswer
+            }
+        let step = held.answered(answer, renewing: lease, sentAt: sentAt, now: shard.now)
+        binding.held[token] = held
+        switch step {
+        case .renew(let at):
+            scheduleRenewal(token, at: at, key: key, fingerprint: fingerprint, shard: shard)
+        case .cancelEffect:
             binding.staleOwners.increment()
-            binding.lost.insert(token)
             binding.heartbeats[token] = nil
             binding.logger.error("lease lost while the effect ran; cancelling it", metadata: ["record": "\(key)"])
-            _ = lane.cancelExecution(token, reason: .evicted, shard: shard)
-        case .failure:
-            binding.renewalFailing.insert(token)
-            lane.scheduleHeartbeat(token, key: key, lease: lease, fingerprint: fingerprint, shard: shard, retrying: true)
+            _ = cancelExecution(token, reason: .evicted, shard: shard)
+        case .ignore:
+            break
         }
     }
 
@@ -129,7 +122,7 @@ extension PluginLane {
     /// Returns `false` when the execution held no shared lease (it ran under the local table).
     @usableFromInline
     func finishShared(_ token: EventToken, result: Result<Output, any Error>, execution: Execution, shard: GateShard) -> Bool {
-        guard let binding = shared, let lease = binding.leases[token], let options = binding.idempotency else {
+        guard let binding = shared, let lease = binding.held[token]?.lease, let options = binding.idempotency else {
             return false
         }
         var fingerprint = ""
@@ -138,34 +131,33 @@ extension PluginLane {
             binding.flights[execution.record] = nil
         }
         let key = storeKey(execution.record)
-        let bytes: [UInt8]
+        let failed: Bool
+        var failureOutput = false
+        var committedNothing = false
         switch result {
         case .success(let output):
-            if handle.plugin.isFailure(output) && !options.cacheErrors {
-                forgetLease(token)
-                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                // A released record holds nothing: its unit of the key's quota comes back.
-                recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now)
-                return true
-            }
-            // A result that ran is never given back: one that cannot be encoded is stored as a
-            // failure, replayed as such.
-            bytes = StoredResult.encode(result)
-                ?? StoredResult.encode(Result<Output, any Error>.failure(StoredEffectError(message: "the result could not be stored")))
-                ?? []
+            failed = false
+            failureOutput = handle.plugin.isFailure(output)
         case .failure(let error):
-            if execution.isCancelling || Self.committedNothing(error) || !options.cacheErrors {
-                // Cancelled before committing (or an error the options do not keep): give the
-                // record back so that a retry runs.
-                forgetLease(token)
-                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                if !(execution.isCancelling || Self.committedNothing(error)) {
-                    recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now)
-                }
-                return true
-            }
-            bytes = StoredResult.encode(result) ?? []
+            failed = true
+            committedNothing = Self.committedNothing(error)
         }
+        let ending = SharedRecordEnding.of(
+            failed: failed, failureOutput: failureOutput, cancelled: execution.isCancelling, committedNothing: committedNothing,
+            cacheErrors: options.cacheErrors)
+        if case .release(let refundsQuota) = ending {
+            forgetLease(token)
+            releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+            // A released record holds nothing: the key's quota gets its unit back, unless the
+            // effect was cancelled or changed nothing.
+            if refundsQuota { recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now) }
+            return true
+        }
+        // A result that ran is never given back: one that cannot be encoded is stored as a
+        // failure, replayed as such.
+        let bytes = StoredResult.encode(result)
+            ?? StoredResult.encode(Result<Output, any Error>.failure(StoredEffectError(message: "the result could not be stored")))
+            ?? []
         // Duplicates here replay it while it is written; the heartbeat keeps the lease meanwhile.
         binding.unwritten[execution.record] = SharedLaneState.Unwritten(
             token: token, fingerprint: fingerprint, lease: lease, result: result, bytes: bytes)
@@ -176,10 +168,7 @@ extension PluginLane {
     /// Stops renewing `token`'s lease and forgets it.
     func forgetLease(_ token: EventToken) {
         guard let binding = shared else { return }
-        binding.leases[token] = nil
-        binding.leaseDeadlines[token] = nil
-        binding.lost.remove(token)
-        binding.renewalFailing.remove(token)
+        binding.held[token] = nil
         binding.heartbeats.removeValue(forKey: token)?.cancel()
     }
 
@@ -230,7 +219,7 @@ extension PluginLane {
         binding.store.release(key, lease: lease, on: shard.loop) { [shard] result in
             shard.withLane(index, as: Plugin.self) { lane in
                 guard let binding = lane.shared else { return }
-                guard case .failure = result, attempt < 5 else {
+                guard case .failure = result, attempt + 1 < SharedRecordEnding.releaseAttempts else {
                     binding.pendingReleases -= 1
                     return
                 }
@@ -246,33 +235,17 @@ extension PluginLane {
         return binding.unwritten.count + binding.pendingReleases
     }
 
-    /// Why execution `token`, which holds a shared lease, may not commit now: the store said
-    /// another owner took the record; or the lease cannot be renewed now (the store's connection
-    /// is lost, or its last renewal got no answer), so it may run out before the effect's change
-    /// lands and another instance take the record over; or less than a third of the lease is
-    /// left by this process's clock. `nil` when it may (or holds no shared lease).
+    /// Why execution `token`, which holds a shared lease, may not commit now, as its lease's state
+    /// machine says. `nil` when it may (or holds no shared lease).
     func sharedLeaseRefusal(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
-        guard let binding = shared, binding.leases[token] != nil, let options = binding.idempotency else { return nil }
-        if binding.lost.contains(token) {
-            return CommitRefusal(code: .leaseLost, message: "another owner holds the record now", value: "\(token.rawValue)")
-        }
-        if !binding.store.isReachable(on: shard.loop) || binding.renewalFailing.contains(token) {
-            return CommitRefusal(
-                code: .leaseNotSafe, message: "the store cannot be reached, so the lease cannot be renewed",
-                value: binding.store.address)
-        }
-        let deadline = binding.leaseDeadlines[token] ?? .zero
-        let left = deadline - shard.now
-        guard left > options.lease / 3 else {
-            return CommitRefusal(
-                code: .leaseNotSafe, message: "less than a third of the lease is left by this process's clock", value: "\(left)")
-        }
-        return nil
+        guard let binding = shared, let held = binding.held[token] else { return nil }
+        return held.commitRefusal(
+            now: shard.now, storeReachable: binding.store.isReachable(on: shard.loop), storeAddress: binding.store.address,
+            execution: token)
     }
 
     func retry(after attempt: Int, shard: GateShard, _ body: @escaping @Sendable (PluginLane<Plugin>) -> Void) {
-        let delay = Duration.milliseconds(min(2_000, 50 << min(attempt, 6)))
-        let at = shard.now + delay
+        let at = shard.now + SharedRecordEnding.retryDelay(after: attempt)
         let index = self.index
         _ = shard.clock.schedule(at: at) { [shard] in
             shard.withLane(index, as: Plugin.self) { lane in body(lane) }
@@ -283,7 +256,7 @@ extension PluginLane {
     /// a late end still writes its result or gives its record back.
     @usableFromInline
     func holdsSharedLease(_ token: EventToken) -> Bool {
-        shared?.leases[token] != nil
+        shared?.held[token] != nil
     }
 
     /// Stops polling and answers the requests still waiting for the store (the gate drains).

@@ -152,7 +152,7 @@ extension PluginLane {
         case .local:
             // Decided again from the start by this process's own table, as a new request.
             guard let completion = takePending(token, shard: shard) else { return }
-            let local: Completion = { completion($0.decidedLocally) }
+            let local = Self.locally(completion)
             let decision =
                 mode == .rateLimit
                 ? submitRateLimit(request, token: token, shard: shard)

@@ -71,7 +71,7 @@ extension PluginLane {
     @usableFromInline
     func record(of token: EventToken, shard: GateShard) -> EffectRecord? {
         guard let execution = executions[token], execution.kind == .idempotent else { return nil }
-        let fence = shared?.leases[token]?.fence ?? LocalFence.of(token)
+        let fence = shared?.held[token]?.lease.fence ?? LocalFence.of(token)
         return EffectRecord(plugin: handle.plugin.name, key: execution.key, record: execution.record, fence: fence)
     }
 

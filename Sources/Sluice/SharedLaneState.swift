@@ -40,18 +40,12 @@ final class SharedLaneState<Output: Sendable> {
     let staleOwners: Counter
 
     var flights: [String: Flight] = [:]
-    var leases: [EventToken: StoreLease] = [:]
+    /// The leases of the executions running here (and of the results still being written), by
+    /// execution.
+    var held: [EventToken: SharedRecordLease] = [:]
     var heartbeats: [EventToken: any GateTimer] = [:]
     var unwritten: [String: Unwritten] = [:]
     var polls: [EventToken: any GateTimer] = [:]
-    /// Executions whose lease the store said another owner holds now.
-    var lost: Set<EventToken> = []
-    /// Executions whose last renewal failed (the store did not answer): their lease may run out
-    /// before the store can be asked again.
-    var renewalFailing: Set<EventToken> = []
-    /// When each held lease runs out at the latest, by this process's clock: the instant its
-    /// claim or last successful renewal was sent, plus the lease.
-    var leaseDeadlines: [EventToken: Instant] = [:]
     /// Record releases sent and not yet answered (or given up).
     var pendingReleases = 0
     /// The plugin's watch over the store's epochs (shared by its shards).
