@@ -91,7 +91,13 @@ extension PluginLane {
         guard let current = timers[key], current.deadline == deadline else { return }
         timers[key] = nil
         let now = shard.now
-        switch throttle?.fire(key: key, now: now) ?? debounce?.fire(key: key, now: now) ?? .none {
+        let fired: FireDecision
+        switch stage {
+        case .throttle(let state): fired = state.value.fire(key: key, now: now)
+        case .debounce(let state, _): fired = state.value.fire(key: key, now: now)
+        default: fired = .none
+        }
+        switch fired {
         case .run(let token):
             guard let execution = executions[token], case .held = execution.state else { return }
             if cancelInFlight { cancelRunning(key: key, effectID: execution.effectID, shard: shard) }

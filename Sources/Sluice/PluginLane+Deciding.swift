@@ -6,10 +6,12 @@ import SluiceLibevent
 /// effect it runs in place), charged to the budget and registered in the scopes.
 extension PluginLane {
     @inlinable
-    func submitRateLimit(_ request: GateRequest<Plugin>, token: EventToken, shard: GateShard) -> Decision {
+    func submitRateLimit(
+        _ request: GateRequest<Plugin>, token: EventToken, table: StageState<RateLimitTable<String>>, shard: GateShard
+    ) -> Decision {
         let cost = handle.plugin.cost(for: request.input)
         let now = shard.now
-        guard let decision = try? rateLimit?.check(key: request.key, now: now, quantity: cost) else {
+        guard let decision = try? table.value.check(key: request.key, now: now, quantity: cost) else {
             return .decided(.busy)
         }
         guard decision.allowed else {
@@ -17,14 +19,14 @@ extension PluginLane {
         }
         var pass = LimitPass.none
         if let refused = passLimits(request.input, now: now, into: &pass) {
-            rateLimit?.refund(key: request.key, quantity: cost, now: now)
+            table.value.refund(key: request.key, quantity: cost, now: now)
             return .decided(refused)
         }
         if let outcome = runInPlace(request, rateLimit: decision, limits: pass, shard: shard) { return .decided(outcome) }
         if let refused = admit(request, token: token, kind: .single, record: "", limits: pass, shard: shard) {
             // Refused after the limiter allowed it (its budget is spent, or its scope closed
             // meanwhile): a refused request spends nothing.
-            rateLimit?.refund(key: request.key, quantity: cost, now: now)
+            table.value.refund(key: request.key, quantity: cost, now: now)
             return .decided(refused)
         }
         executions.update(token) { $0.rateLimit = decision }
@@ -32,8 +34,9 @@ extension PluginLane {
     }
 
     @inlinable
-    func submitTimed(
-        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
+    func submitTimed<State: TimedPolicyState>(
+        _ request: GateRequest<Plugin>, token: EventToken, table: StageState<TimedTable<String, State>>,
+        later: () -> Completion, shard: GateShard
     ) -> Decision {
         let key = request.key
         let now = shard.now
@@ -44,14 +47,13 @@ extension PluginLane {
             timerFired(key: key, deadline: timer.deadline, shard: shard)
         }
         // The key's state before the event, put back if a later limit refuses a run.
-        let before = chain.isEmpty ? nil : (throttle?.state(of: key).map(TimedBefore.throttle) ?? debounce?.state(of: key).map(TimedBefore.debounce))
-        let keyed: KeyedDecision?
+        let before = chain.isEmpty ? nil : table.value.state(of: key)
+        let keyed: KeyedDecision
         do {
-            keyed = try throttle?.event(token, key: key, now: now) ?? debounce?.event(token, key: key, now: now)
+            keyed = try table.value.event(token, key: key, now: now)
         } catch {
             return .decided(.busy)
         }
-        guard let keyed else { return .decided(.busy) }
         for evicted in keyed.evictedPending {
             // Another key's held request lost its state to make room: it will never run.
             _ = cancelExecution(evicted, reason: .evicted, shard: shard)
@@ -60,13 +62,7 @@ extension PluginLane {
         case .run:
             var pass = LimitPass.none
             if let refused = passLimits(request.input, now: now, into: &pass) {
-                switch before {
-                case .throttle(let state): throttle?.restore(key: key, to: state)
-                case .debounce(let state): debounce?.restore(key: key, to: state)
-                case nil:
-                    throttle?.restore(key: key, to: nil)
-                    debounce?.restore(key: key, to: nil)
-                }
+                table.value.restore(key: key, to: before)
                 return .decided(refused)
             }
             if cancelInFlight { cancelRunning(key: key, effectID: request.effectID, shard: shard) }
@@ -96,14 +92,16 @@ extension PluginLane {
 
     @inlinable
     func submitIdempotent(
-        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
+        _ request: GateRequest<Plugin>, token: EventToken,
+        records: StageState<IdempotencyTable<String, String, Result<Output, any Error>>>,
+        quota: StageState<RateLimitTable<String>>?, later: () -> Completion, shard: GateShard
     ) -> Decision {
         let identity = handle.plugin.identity(for: request.input)
-        let decision: IdempotencyDecision<Result<Output, any Error>>?
+        let decision: IdempotencyDecision<Result<Output, any Error>>
         do {
             // The owner runs in this process, which completes or releases its record: no lease
             // runs out under a live owner, however long it works.
-            decision = try idempotency?.begin(
+            decision = try records.value.begin(
                 key: identity.record, fingerprint: identity.fingerprint, token: token, now: shard.now,
                 lease: .untilReleased, concurrent: identity.concurrent)
         } catch {
@@ -111,11 +109,11 @@ extension PluginLane {
         }
         switch decision {
         case .execute:
-            if recordQuota != nil {
+            if let quota {
                 // A quota table that cannot hold the key refuses too.
-                let decision = try? recordQuota?.check(key: request.key, now: shard.now)
+                let decision = try? quota.value.check(key: request.key, now: shard.now)
                 guard decision?.allowed == true else {
-                    idempotency?.cancel(key: identity.record, owner: token)
+                    records.value.cancel(key: identity.record, owner: token)
                     return .decided(.busy)
                 }
             }
@@ -127,13 +125,13 @@ extension PluginLane {
                 refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
             }
             if let refused {
-                idempotency?.cancel(key: identity.record, owner: token)
-                recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
+                records.value.cancel(key: identity.record, owner: token)
+                quota?.value.refund(key: request.key, quantity: 1, now: shard.now)
                 return .decided(refused)
             }
             return started(token, shard: shard)
         case .join(let owner):
-            return join(request, token: token, owner: owner, later: later, shard: shard)
+            return join(request, token: token, owner: owner, kind: .idempotent, later: later, shard: shard)
         case .conflict:
             return .decided(.conflict)
         case .replay(.success(let output)):
@@ -142,8 +140,6 @@ extension PluginLane {
             return .decided(.failed(error, .replayed))
         case .mismatch:
             return .decided(.mismatch)
-        case nil:
-            return .decided(.busy)
         }
     }
 
@@ -165,7 +161,7 @@ extension PluginLane {
             }
             return started(token, shard: shard)
         case .join(let leader):
-            return join(request, token: token, owner: leader, later: later, shard: shard)
+            return join(request, token: token, owner: leader, kind: .singleFlight, later: later, shard: shard)
         }
     }
 
@@ -245,39 +241,32 @@ extension PluginLane {
         return nil
     }
 
-    /// Adds `request` as a waiter of the shared execution `owner`.
+    /// Adds `request` as a waiter of the shared execution `owner`, of `kind` (idempotent or
+    /// single-flight).
     @inlinable
     func join(
-        _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, later: () -> Completion,
+        _ request: GateRequest<Plugin>, token: EventToken, owner: EventToken, kind: Kind, later: () -> Completion,
         shard: GateShard
     ) -> Decision {
         guard executions.contains(owner) else {
             // Cannot happen: a record in flight or a flight always has its execution here.
             // Refuse rather than guess.
-            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            if kind == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
             return .decided(.conflict)
         }
         guard charge(Self.waiterBytes, now: shard.now) else {
-            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            if kind == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
             return .decided(.busy)
         }
         guard shard.registerEntry(token, id: request.effectID, key: request.key, scope: request.scope,
                                   tag: Self.tag(lane: index, isExecution: false))
         else {
             release(Self.waiterBytes)
-            if mode == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
+            if kind == .singleFlight { _ = flights.leave(token, key: handle.plugin.identity(for: request.input).record) }
             return .decided(.cancelled(.scopeClosed))
         }
         waiters.set(Waiter(execution: owner, completion: later(), source: .joined), for: token)
-        if mode == .idempotent { executions.update(owner) { $0.joiners.append(token) } }
+        if kind == .idempotent { executions.update(owner) { $0.joiners.append(token) } }
         return .waiting(token)
     }
-}
-
-/// A timed policy's state for a key just before an event, put back when a later limit refuses
-/// the run the event was given.
-@usableFromInline
-enum TimedBefore {
-    case throttle(ThrottleState)
-    case debounce(DebounceState)
 }

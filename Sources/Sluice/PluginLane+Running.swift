@@ -201,19 +201,19 @@ extension PluginLane {
         let completion: IdempotencyCompletion?
         switch result {
         case .success(let output):
-            completion = idempotency?.complete(
+            completion = records?.value.complete(
                 key: execution.record, owner: token, result: result, isError: handle.plugin.isFailure(output), now: now)
         case .failure(let error):
             if execution.isCancelling || Self.committedNothing(error) {
                 // Cancelled (or refused by its commit guard) before committing: release the
                 // record so a retry runs.
-                idempotency?.cancel(key: execution.record, owner: token)
+                records?.value.cancel(key: execution.record, owner: token)
                 completion = nil
             } else {
-                completion = idempotency?.complete(key: execution.record, owner: token, result: result, isError: true, now: now)
+                completion = records?.value.complete(key: execution.record, owner: token, result: result, isError: true, now: now)
             }
         }
-        if completion == .released { recordQuota?.refund(key: execution.key, quantity: 1, now: now) }
+        if completion == .released { recordQuota?.value.refund(key: execution.key, quantity: 1, now: now) }
     }
 
     @inlinable

@@ -30,7 +30,7 @@ extension PluginLane {
             // Decided here while the store was down: only this process knows it, so it answers
             // from its own table (and says so), rather than letting the store run it again. An
             // execution it starts is queued, so that its leader's completion says so too.
-            let decision = submitIdempotent(request, token: token, later: { Self.locally(marking()) }, shard: shard)
+            let decision = submitIdempotentLocally(request, token: token, later: { Self.locally(marking()) }, shard: shard)
             let outcome = carryOut(decision, later: { Self.locally(marking()) }, shard: shard)
             guard let outcome else {
                 // It waits as the leader of the execution it started, or under its own token.
@@ -42,6 +42,15 @@ extension PluginLane {
         let outcome = claimRecord(request, token: token, identity: identity, later: marking, shard: shard, binding: binding)
         guard let outcome else { return .waiting(token) }
         return .decided(binding.marked(outcome, now: shard.now))
+    }
+
+    /// Decides about `request` with this process's own records alone (its store is down, or
+    /// the record was opened here while it was).
+    func submitIdempotentLocally(
+        _ request: GateRequest<Plugin>, token: EventToken, later: () -> Completion, shard: GateShard
+    ) -> Decision {
+        guard let records else { return .decided(.busy) }
+        return submitIdempotent(request, token: token, records: records, quota: recordQuota, later: later, shard: shard)
     }
 
     /// `completion`, told that the outcome was decided by this process alone.
@@ -57,14 +66,14 @@ extension PluginLane {
     ) -> GateOutcome<Output>? {
         // Results this process could not write yet are bounded: past the cap, refuse new claims.
         guard binding.unwritten.count < SharedLaneState<Output>.maximumUnwritten else { return .unavailable }
-        if recordQuota != nil {
+        if let quota = recordQuota {
             // Charged before the claim (a refused or duplicate request gives it back), so that a
             // flood of new records never reaches the store.
-            let decision = try? recordQuota?.check(key: request.key, now: shard.now)
+            let decision = try? quota.value.check(key: request.key, now: shard.now)
             guard decision?.allowed == true else { return .busy }
         }
         if let refused = addPending(request, token: token, later: later, shard: shard) {
-            recordQuota?.refund(key: request.key, quantity: 1, now: shard.now)
+            recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now)
             return refused
         }
         claim(request, token: token, identity: identity, as: .first, shard: shard, binding: binding)
@@ -74,7 +83,7 @@ extension PluginLane {
     /// Whether this process's own table holds a live record of `record` (a payment it ran alone,
     /// in `local` mode, while the store was down).
     func hasLocalRecord(_ record: String, shard: GateShard) -> Bool {
-        guard let table = idempotency?.table, let index = table.index(of: record) else { return false }
+        guard let table = records?.value.table, let index = table.index(of: record) else { return false }
         return !table[index].isIdle(at: shard.now)
     }
 
@@ -124,7 +133,7 @@ extension PluginLane {
         if let flight = binding.flights[identity.record] {
             guard flight.fingerprint == identity.fingerprint else { return .decided(.mismatch) }
             if (identity.concurrent ?? options.concurrent) == .reject { return .decided(.conflict) }
-            return join(request, token: token, owner: flight.token, later: later, shard: shard)
+            return join(request, token: token, owner: flight.token, kind: .idempotent, later: later, shard: shard)
         }
         if let unwritten = binding.unwritten[identity.record] {
             return .decided(unwritten.fingerprint == identity.fingerprint ? Self.replay(unwritten.result) : .mismatch)
@@ -143,20 +152,16 @@ extension PluginLane {
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
-        let refundQuota = { [self] in recordQuota?.refund(key: request.key, quantity: 1, now: shard.now) }
+        let refundQuota = { [self] in recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now) }
         if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.now) }
         if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
             // This process holds the record now (its own claim landed meanwhile): answer from it.
             if case .success(.claimed(let lease)) = result {
-                if let flight = binding.flights[identity.record] {
+                if binding.flights[identity.record] != nil {
                     // Its execution still runs, but its lease ran out (the store was unreachable
                     // longer than the lease) and this claim took it: the running execution adopts
                     // the new lease, and this request is its duplicate.
-                    binding.heartbeats.removeValue(forKey: flight.token)?.cancel()
-                    var held = binding.held[flight.token] ?? SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
-                    let next = held.adopt(lease, claimSentAt: sentAt, now: shard.now)
-                    binding.held[flight.token] = held
-                    scheduleRenewal(flight.token, at: next, key: key, fingerprint: flight.fingerprint, shard: shard)
+                    adopt(lease, record: identity.record, key: key, claimSentAt: sentAt, shard: shard, binding: binding)
                 } else {
                     // Cannot happen (a result waiting for its write keeps its record): give it back.
                     releaseRecord(key, lease: lease, attempt: 0, shard: shard)
@@ -244,8 +249,37 @@ extension PluginLane {
                 return
             }
             let local = Self.locally(completion)
-            let decision = submitIdempotent(request, token: token, later: { local }, shard: shard)
+            let decision = submitIdempotentLocally(request, token: token, later: { local }, shard: shard)
             if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }
+    }
+
+    /// Makes the new `lease` of `record`, which a claim of this process was granted, the lease of
+    /// what holds the record here: its running execution, or its result waiting for its write.
+    func adopt(
+        _ lease: StoreLease, record: String, key: StoreKey, claimSentAt: Instant, shard: GateShard,
+        binding: SharedLaneState<Output>
+    ) {
+        guard let options = binding.idempotency else { return }
+        let token: EventToken
+        let fingerprint: String
+        if let flight = binding.flights[record] {
+            token = flight.token
+            fingerprint = flight.fingerprint
+        } else if var unwritten = binding.unwritten[record] {
+            token = unwritten.token
+            fingerprint = unwritten.fingerprint
+            unwritten.lease = lease
+            binding.unwritten[record] = unwritten
+        } else {
+            return
+        }
+        binding.heartbeats.removeValue(forKey: token)?.cancel()
+        var held = binding.held[token] ?? SharedRecordLease(lease, length: options.lease, claimSentAt: claimSentAt)
+        let next = held.adopt(lease, claimSentAt: claimSentAt, now: shard.now)
+        binding.held[token] = held
+        scheduleRenewal(token, at: next, key: key, fingerprint: fingerprint, shard: shard)
+        // A result waiting for its write is sent again at once, under the new lease.
+        if binding.flights[record] == nil { writeResult(record, attempt: 0, shard: shard) }
     }
 }

@@ -150,7 +150,7 @@ extension PluginLane {
             releaseRecord(key, lease: lease, attempt: 0, shard: shard)
             // A released record holds nothing: the key's quota gets its unit back, unless the
             // effect was cancelled or changed nothing.
-            if refundsQuota { recordQuota?.refund(key: execution.key, quantity: 1, now: shard.now) }
+            if refundsQuota { recordQuota?.value.refund(key: execution.key, quantity: 1, now: shard.now) }
             return true
         }
         // A result that ran is never given back: one that cannot be encoded is stored as a

@@ -153,10 +153,12 @@ extension PluginLane {
             // Decided again from the start by this process's own table, as a new request.
             guard let completion = takePending(token, shard: shard) else { return }
             let local = Self.locally(completion)
-            let decision =
-                mode == .rateLimit
-                ? submitRateLimit(request, token: token, shard: shard)
-                : submitTimed(request, token: token, later: { local }, shard: shard)
+            let decision: Decision
+            switch stage {
+            case .rateLimit(let state): decision = submitRateLimit(request, token: token, table: state, shard: shard)
+            case .throttle(let state): decision = submitTimed(request, token: token, table: state, later: { local }, shard: shard)
+            default: decision = .decided(.busy)
+            }
             if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }
     }

@@ -6,30 +6,18 @@ import SluiceLibevent
 extension PluginLane {
     @inlinable
     func charge(_ bytes: Int, now: Instant) -> Bool {
-        if let taken = throttle?.table.charge(bytes: bytes, now: now) { return taken }
-        if let taken = debounce?.table.charge(bytes: bytes, now: now) { return taken }
-        if let taken = rateLimit?.table.charge(bytes: bytes, now: now) { return taken }
-        if let taken = idempotency?.table.charge(bytes: bytes, now: now) { return taken }
-        return sideBudget?.charge(bytes: bytes) ?? false
+        stage.charge(bytes, now: now)
     }
 
     @inlinable
     func release(_ bytes: Int) {
-        throttle?.table.release(bytes: bytes)
-        debounce?.table.release(bytes: bytes)
-        rateLimit?.table.release(bytes: bytes)
-        idempotency?.table.release(bytes: bytes)
-        sideBudget?.release(bytes: bytes)
+        stage.release(bytes)
     }
 
     // MARK: - Upkeep
 
     @usableFromInline func sweep(now: Instant, maxEntries: Int) {
-        throttle?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        debounce?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        rateLimit?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        idempotency?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        recordQuota?.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        stage.sweep(now: now, maxEntries: maxEntries)
         chain.sweep(now: now, maxEntries: maxEntries)
         reportEvictions()
     }
@@ -106,7 +94,7 @@ extension PluginLane {
             endLimits(of: execution, now: shard.now)
             shard.executionEnded()
             shard.cancelLater(execution.task)
-            if execution.kind == .idempotent { idempotency?.cancel(key: execution.record, owner: token) }
+            if execution.kind == .idempotent { records?.value.cancel(key: execution.record, owner: token) }
             if execution.kind != .single { shard.finishEntry(token) }
             shard.countCancelled()
             let joiners = execution.kind == .singleFlight
@@ -121,8 +109,7 @@ extension PluginLane {
 
     @inlinable
     var keyCount: Int {
-        (throttle?.table.count ?? 0) + (debounce?.table.count ?? 0) + (rateLimit?.table.count ?? 0)
-            + (idempotency?.table.count ?? 0) + chain.keyCount
+        stage.keyCount + chain.keyCount
     }
 
     @inlinable
@@ -133,6 +120,6 @@ extension PluginLane {
 
     @inlinable
     var tableStats: KeyTableStats? {
-        throttle?.table.stats ?? debounce?.table.stats ?? rateLimit?.table.stats ?? idempotency?.table.stats
+        stage.tableStats
     }
 }

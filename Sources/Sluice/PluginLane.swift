@@ -151,16 +151,6 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         case start(Launch)
     }
 
-    @usableFromInline
-    enum Mode {
-        case timed
-        case rateLimit
-        case idempotent
-        case singleFlight
-        case switchLatest
-        case unrestricted
-    }
-
     /// Side-state estimates charged to the budget: an execution (its record, its task with the
     /// task's allocator slab and first frames, a continuation, a timer) and a waiting request
     /// (its record, its completion and the front's reply slot). Measured on a release
@@ -179,15 +169,10 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline let metrics: OutcomeMetrics
     /// Evictions already added to `evictionMetric`.
     var evictionsReported = 0
-    @usableFromInline let mode: Mode
+    /// The plugin's policy: its family and the state it decides with.
+    @usableFromInline let stage: PolicyStage<Output>
+    /// Whether a newer execution of a key cancels the key's running one (switch-latest).
     @usableFromInline let cancelInFlight: Bool
-    @usableFromInline @exclusivity(unchecked) var throttle: ThrottleTable<String>?
-    @usableFromInline @exclusivity(unchecked) var debounce: DebounceTable<String>?
-    @usableFromInline @exclusivity(unchecked) var rateLimit: RateLimitTable<String>?
-    @usableFromInline @exclusivity(unchecked) var idempotency: IdempotencyTable<String, String, Result<Output, any Error>>?
-    /// The quota of new idempotency records per key (GCRA), when the options set one.
-    @usableFromInline @exclusivity(unchecked) var recordQuota: RateLimitTable<String>?
-    @usableFromInline @exclusivity(unchecked) var sideBudget: SideStateBudget?
     @usableFromInline let tallyBudget: MemoryBudget
     /// The shared store the policy decides with, when the plugin was registered with one (its
     /// tables then hold the local fallback's state).
@@ -229,53 +214,17 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             SharedLaneState(
                 store: store, shared: $0, policy: handle.plugin.policy, plugin: handle.plugin.name, epochWatch: epochWatch)
         }
-        var cancelInFlight = false
-        switch try store.localPolicy(for: handle.plugin.policy) {
-        case .throttle(let options):
-            mode = .timed
-            throttle = try ThrottleTable(options: options, budget: budget)
-        case .debounce(let options, let switchLatest):
-            mode = .timed
-            cancelInFlight = switchLatest
-            debounce = try DebounceTable(options: options, budget: budget)
-        case .rateLimit(let options):
-            mode = .rateLimit
-            rateLimit = try RateLimitTable(options: options, budget: budget)
-        case .idempotent(let options):
-            mode = .idempotent
-            idempotency = try IdempotencyTable(options: options, budget: budget)
-            if let perKey = options.recordsPerKey {
-                // A state per key that opened a record lately: 16 bytes and its key, in a
-                // table of its own an eighth the size of the records' budget.
-                recordQuota = try RateLimitTable(
-                    options: RateLimitOptions(count: perKey, per: options.retention, burst: perKey - 1),
-                    budget: MemoryBudget(
-                        entries: budget.entries.map { max(64, $0 / 8) }, bytes: budget.bytes.map { max(64 << 10, $0 / 8) }))
-            }
-        case .singleFlight:
-            mode = .singleFlight
-            sideBudget = SideStateBudget(budget)
-        case .switchLatest:
-            mode = .switchLatest
-            cancelInFlight = true
-            sideBudget = SideStateBudget(budget)
-        case .unrestricted:
-            mode = .unrestricted
-            sideBudget = SideStateBudget(budget)
-        }
-        self.cancelInFlight = cancelInFlight
+        stage = try PolicyStage(try store.localPolicy(for: handle.plugin.policy), budget: budget)
+        cancelInFlight = stage.cancelsInFlight
         let limits = handle.plugin.limits
         // Each stage keeps its keys in a table of its own, an eighth the size of the plugin's.
-        chain = try LimitChain(
-            stages: limits.map(\.stage),
-            budget: MemoryBudget(
-                entries: budget.entries.map { max(64, $0 / 8) }, bytes: budget.bytes.map { max(64 << 10, $0 / 8) }))
+        chain = try LimitChain(stages: limits.map(\.stage), budget: budget.eighth)
         stageKeys = limits.map(\.key)
         shadowCounts = Array(repeating: 0, count: limits.count)
         shadowRefusals = limits.map {
             Counter(label: "sluice_shadow_refusals_total", dimensions: [("plugin", handle.plugin.name), ("stage", $0.stage.name)])
         }
-        if let bytes = budget.bytes, bytes < Self.executionBytes + Self.waiterBytes, sideBudget != nil {
+        if let bytes = budget.bytes, bytes < Self.executionBytes + Self.waiterBytes, stage.hasSideBudget {
             throw .invalidOption("The memory budget is too small for a single request.", value: budget)
         }
     }
@@ -295,13 +244,15 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         guard !request.scope.isClosed else { return .decided(.cancelled(.scopeClosed)) }
         let token = shard.makeToken()
         if let shared { return submitShared(request, token: token, later: later, shard: shard, binding: shared) }
-        switch mode {
-        case .timed:
-            return submitTimed(request, token: token, later: later, shard: shard)
-        case .rateLimit:
-            return submitRateLimit(request, token: token, shard: shard)
-        case .idempotent:
-            return submitIdempotent(request, token: token, later: later, shard: shard)
+        switch stage {
+        case .throttle(let state):
+            return submitTimed(request, token: token, table: state, later: later, shard: shard)
+        case .debounce(let state, _):
+            return submitTimed(request, token: token, table: state, later: later, shard: shard)
+        case .rateLimit(let state):
+            return submitRateLimit(request, token: token, table: state, shard: shard)
+        case .idempotent(let records, let quota):
+            return submitIdempotent(request, token: token, records: records, quota: quota, later: later, shard: shard)
         case .singleFlight:
             return submitSingleFlight(request, token: token, later: later, shard: shard)
         case .switchLatest:
@@ -315,5 +266,17 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             if let refused = passLimits(request.input, now: shard.now, into: &pass) { return .decided(refused) }
             return runSingle(request, token: token, limits: pass, shard: shard)
         }
+    }
+
+    /// The idempotency records, for an idempotent plugin.
+    @inlinable var records: StageState<IdempotencyTable<String, String, Result<Output, any Error>>>? {
+        if case .idempotent(let records, _) = stage { return records }
+        return nil
+    }
+
+    /// The quota of new idempotency records per key (GCRA), when the options set one.
+    @inlinable var recordQuota: StageState<RateLimitTable<String>>? {
+        if case .idempotent(_, let quota) = stage { return quota }
+        return nil
     }
 }

@@ -22,7 +22,9 @@ final class SharedLaneState<Output: Sendable> {
         /// The execution that produced it (its lease is renewed until the write lands).
         let token: EventToken
         let fingerprint: String
-        let lease: StoreLease
+        /// The lease it is written under: the execution's, or a later one this process's own
+        /// claim was granted once that ran out.
+        var lease: StoreLease
         let result: Result<Output, any Error>
         let bytes: [UInt8]
     }
