@@ -157,15 +157,13 @@ extension PluginLane {
         if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
             // This process holds the record now (its own claim landed meanwhile): answer from it.
             if case .success(.claimed(let lease)) = result {
-                if binding.flights[identity.record] != nil {
-                    // Its execution still runs, but its lease ran out (the store was unreachable
-                    // longer than the lease) and this claim took it: the running execution adopts
-                    // the new lease, and this request is its duplicate.
-                    adopt(lease, record: identity.record, key: key, claimSentAt: sentAt, shard: shard, binding: binding)
-                } else {
-                    // Cannot happen (a result waiting for its write keeps its record): give it back.
-                    releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                }
+                // Its lease ran out (the store was unreachable longer than the lease, or this
+                // claim took longer than a lease to land) and this claim took the record again.
+                // What holds the record adopts the new lease: a running execution renews it and
+                // commits under its fence; a result waiting for its write is written under it.
+                // Giving it back would delete the record, the old lease's write would then be
+                // refused, and a retry would run the effect again.
+                adopt(lease, record: identity.record, key: key, claimSentAt: sentAt, shard: shard, binding: binding)
             }
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
