@@ -187,6 +187,10 @@ public final class Gate: Service, Sendable {
     /// suspending and without allocating. If the awaiting task is cancelled, the request leaves
     /// at once with ``CancellationReason/callerCancelled`` (an idempotent execution runs on and
     /// stores its result; a shared one is cancelled only when no waiter remains).
+    ///
+    /// Inlinable, so that a caller's concrete plugin type reaches the lane: generic code would
+    /// look the plugin's generic metadata up on every request.
+    @inlinable
     public func submit<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
         guard isAcceptingRequests else { return .shuttingDown }
         let shard = shards[request.shardIndex]
@@ -208,7 +212,8 @@ public final class Gate: Service, Sendable {
     }
 
     /// ``submit(_:)`` for a plugin that decides on its key's loop: one hop there and back.
-    private func submitOnLoop<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
+    @usableFromInline
+    func submitOnLoop<Plugin: GatePlugin>(_ request: GateRequest<Plugin>) async -> GateOutcome<Plugin.Output> {
         let waiter = OutcomeWaiter<Plugin.Output>()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<GateOutcome<Plugin.Output>, Never>) in
@@ -221,6 +226,7 @@ public final class Gate: Service, Sendable {
     }
 
     /// Submits a request for `input` (see ``request(_:_:id:in:)``) and waits for its outcome.
+    @inlinable
     public func submit<Plugin: GatePlugin>(
         _ plugin: PluginHandle<Plugin>, _ input: Plugin.Input, id: EffectID? = nil, in scope: GateScope? = nil
     ) async -> GateOutcome<Plugin.Output> {

@@ -5,6 +5,7 @@ import Synchronization
 /// Where the `async` API waits for a request's outcome: resolved once (by the gate, or by the
 /// caller leaving), resumes every continuation waiting on it, and knows where the request waits
 /// in the gate so that a caller who leaves can be taken out.
+@usableFromInline
 final class OutcomeWaiter<Output: Sendable>: Sendable {
     private struct Location {
         let shard: GateShard
@@ -22,10 +23,15 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
+    /// A waiter with no outcome yet.
+    @usableFromInline
+    init() {}
+
     /// The outcome, if known.
     var outcome: GateOutcome<Output>? { state.withSanitizedLock { $0.outcome } }
 
     /// Waits with `continuation` (resumed at once if the outcome is known).
+    @usableFromInline
     func install(_ continuation: CheckedContinuation<GateOutcome<Output>, Never>) {
         let known = state.withSanitizedLock { state -> GateOutcome<Output>? in
             if let outcome = state.outcome { return outcome }
@@ -36,6 +42,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
     }
 
     /// The outcome is known; later calls are ignored.
+    @usableFromInline
     func resolve(_ outcome: GateOutcome<Output>) {
         let waiting = state.withSanitizedLock { state -> [CheckedContinuation<GateOutcome<Output>, Never>] in
             guard state.outcome == nil else { return [] }
@@ -49,6 +56,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
 
     /// The gate registered the request (called on the key's loop). If the caller already left,
     /// the request leaves now.
+    @usableFromInline
     func registered(shard: GateShard, lane: Int, token: EventToken) {
         let left = state.withSanitizedLock { state -> CancellationReason? in
             if let reason = state.leftEarly { return reason }
@@ -60,6 +68,7 @@ final class OutcomeWaiter<Output: Sendable>: Sendable {
 
     /// The caller stops waiting: it hears `.cancelled(reason)` now, and the request leaves the
     /// gate (on its loop).
+    @usableFromInline
     func leave(reason: CancellationReason) {
         let location = state.withSanitizedLock { state -> Location? in
             guard state.outcome == nil else { return nil }

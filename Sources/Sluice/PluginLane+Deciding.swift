@@ -33,7 +33,10 @@ extension PluginLane {
         return started(token, shard: shard)
     }
 
-    @inlinable
+    // Inlined into each caller, where the state's type is known: code generic over the plugin
+    // (`Gate.submit` called from another module's generic context) then still calls the table
+    // of that very type, rather than looking its generic metadata up on every request.
+    @inlinable @inline(__always)
     func submitTimed<State: TimedPolicyState>(
         _ request: GateRequest<Plugin>, token: EventToken, table: StageState<TimedTable<String, State>>,
         later: () -> Completion, shard: GateShard

@@ -3,7 +3,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|runs|warm-runs|replay|pay|task [count]
+// Usage: gate-profile throttled|runs|warm-runs|replay|pay|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -28,6 +28,15 @@ func run<P: GatePlugin>(_ requests: [GateRequest<P>], _ count: Int, report: Bool
     }
 }
 switch mode {
+case "await":
+    // As GateBenchmarks' "await: TAP throttled from a task off the loop".
+    await run(taps, taps.count, report: false)
+    let elapsed = await Task.detached { () async -> Duration in
+        let start = ContinuousClock.now
+        for index in 0..<count { _ = await gate.submit(taps[index % taps.count]) }
+        return ContinuousClock.now - start
+    }.value
+    print("await: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per request")
 case "task":
     // The floor of an effect: an empty task started immediately on the loop.
     let loop = group.loops[0]
