@@ -157,7 +157,10 @@ extension PluginLane {
             switch stage {
             case .rateLimit(let state): decision = submitRateLimit(request, token: token, table: state, shard: shard)
             case .throttle(let state): decision = submitTimed(request, token: token, table: state, later: { local }, shard: shard)
-            default: decision = .decided(.busy)
+            case .debounce(let state, _): decision = submitTimed(request, token: token, table: state, later: { local }, shard: shard)
+            case .idempotent, .singleFlight, .switchLatest, .unrestricted:
+                // A shared store decides only throttles and rate limits this way.
+                decision = .decided(.busy)
             }
             if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
         }

@@ -171,11 +171,12 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     var evictionsReported = 0
     /// The plugin's policy: its family and the state it decides with.
     @usableFromInline let stage: PolicyStage<Output>
-    /// Whether a newer execution of a key cancels the key's running one (switch-latest).
+    /// Whether a newer execution of a key cancels the key's running one (switch-latest, or a
+    /// debounce that switches to the latest).
     @usableFromInline let cancelInFlight: Bool
     @usableFromInline let tallyBudget: MemoryBudget
     /// The shared store the policy decides with, when the plugin was registered with one (its
-    /// tables then hold the local fallback's state).
+    /// stage then holds the local fallback's state).
     @usableFromInline let shared: SharedLaneState<Output>?
     @usableFromInline @exclusivity(unchecked) var tally: KeyTable<String, TallyState>?
     /// The plugin's limits (``GatePlugin/limits``), decided after its policy; empty without.

@@ -36,6 +36,7 @@ enum PolicyStage<Output: Sendable> {
         case .rateLimit(let options):
             self = .rateLimit(StageState(try RateLimitTable(options: options, budget: budget)))
         case .idempotent(let options):
+            let records = try IdempotencyTable<String, String, Result<Output, any Error>>(options: options, budget: budget)
             var quota: StageState<RateLimitTable<String>>?
             if let perKey = options.recordsPerKey {
                 // A state per key that opened a record lately: 16 bytes and its key, in a table
@@ -45,7 +46,7 @@ enum PolicyStage<Output: Sendable> {
                         options: RateLimitOptions(count: perKey, per: options.retention, burst: perKey - 1),
                         budget: budget.eighth))
             }
-            self = .idempotent(StageState(try IdempotencyTable(options: options, budget: budget)), recordQuota: quota)
+            self = .idempotent(StageState(records), recordQuota: quota)
         case .singleFlight:
             self = .singleFlight(StageState(SideStateBudget(budget)))
         case .switchLatest:

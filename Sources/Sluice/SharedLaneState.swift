@@ -31,7 +31,7 @@ final class SharedLaneState<Output: Sendable> {
 
     let store: any SharedStore
     let failureMode: StoreFailureMode
-    /// The policy as configured (the lane's own tables hold the local fallback's policy).
+    /// The policy as configured (the lane's own stage holds the local fallback's state).
     let policy: GatePolicy
     /// Unique to this lane in this process, so that owners are unique across instances.
     let instance: String

@@ -14,7 +14,7 @@ import SluiceCore
 ///
 /// From these it decides when to renew next, when to stop the effect, and whether the effect may
 /// commit now (the commit guard). Its fencing token (``StoreLease/fence``) goes unchanged to the
-/// effect's record and to the store's writes; only a new claim (``adopt(_:claimSentAt:)``)
+/// effect's record and to the store's writes; only a new claim (``adopt(_:claimSentAt:now:)``)
 /// changes it.
 struct SharedRecordLease: Hashable, Sendable {
     /// The store's answer to a renewal.
