@@ -165,6 +165,14 @@ extension PluginLane {
                 // refused, and a retry would run the effect again.
                 adopt(lease, record: identity.record, key: key, claimSentAt: sentAt, shard: shard, binding: binding)
             }
+            // A duplicate of the execution running here waits for it as it is: its waiter,
+            // registered and charged when it began waiting for the store, joins it.
+            if let flight = binding.flights[identity.record], flight.fingerprint == identity.fingerprint,
+                (identity.concurrent ?? options.concurrent) != .reject, joinPending(token, owner: flight.token)
+            {
+                refundQuota()
+                return
+            }
             guard let completion = takePending(token, shard: shard) else { return }
             refundQuota()
             let held = heldOutcome(
@@ -181,37 +189,19 @@ extension PluginLane {
             failureMode: binding.failureMode, now: shard.now, using: &generator)
         switch step {
         case .run(let lease):
-            guard let completion = takePending(token, shard: shard) else {
+            guard waiters.update(token, { $0.execution == Self.pendingDecision }) == true else {
                 // Its caller left before it ran: give the record back so that a retry runs.
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 refundQuota()
                 return
             }
-            if shard.isDraining {
+            if let refused = runClaimed(
+                request, token: token, identity: identity, lease: lease, sentAt: sentAt, shard: shard, binding: binding)
+            {
+                // Nothing ran: the record goes back, so that nothing is stored for it.
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 refundQuota()
-                deliver(completion, .shuttingDown, shard: shard)
-                return
-            }
-            // A new record: the limits decide now (what the store replays or joins never gets
-            // here), and a refusal gives the record back, so that nothing is stored for it.
-            var pass = LimitPass.none
-            var refused = passLimits(request.input, now: shard.now, into: &pass)
-            if case .none = refused {
-                refused = admit(request, token: token, kind: .idempotent, record: identity.record, limits: pass, shard: shard)
-            }
-            if let refused {
-                releaseRecord(key, lease: lease, attempt: 0, shard: shard)
-                refundQuota()
-                deliver(completion, refused, shard: shard)
-                return
-            }
-            let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
-            binding.flights[identity.record] = SharedLaneState.Flight(token: token, fingerprint: identity.fingerprint)
-            binding.held[token] = held
-            scheduleRenewal(token, at: held.nextRenewal(after: shard.now), key: key, fingerprint: identity.fingerprint, shard: shard)
-            if let outcome = carryOut(started(token, shard: shard), later: { completion }, shard: shard) {
-                deliver(completion, outcome, shard: shard)
+                answerPending(token, with: refused, shard: shard)
             }
         case .poll(let next, let at):
             schedulePoll(request, token: token, identity: identity, as: next, at: at, shard: shard)
@@ -279,5 +269,61 @@ extension PluginLane {
         scheduleRenewal(token, at: next, key: key, fingerprint: fingerprint, shard: shard)
         // A result waiting for its write is sent again at once, under the new lease.
         if binding.flights[record] == nil { writeResult(record, attempt: 0, shard: shard) }
+    }
+
+    /// Runs the pending request `token`, whose claim the store granted under `lease`, as the
+    /// leader of a new execution of its record. Its waiter, registered in its caller's scope and
+    /// charged when it began waiting for the store, leads the execution as it is: nothing is
+    /// registered, charged or released twice. The limits decide first (what the store replays or
+    /// joins never gets here). Returns the refusal, having changed nothing, or `nil`.
+    func runClaimed(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, lease: StoreLease, sentAt: Instant,
+        shard: GateShard, binding: SharedLaneState<Output>
+    ) -> GateOutcome<Output>? {
+        guard let options = binding.idempotency else { return .busy }
+        // A store's late answer starts nothing once the gate drains.
+        guard !shard.isDraining else { return .shuttingDown }
+        let now = shard.now
+        var pass = LimitPass.none
+        if let refused = passLimits(request.input, now: now, into: &pass) { return refused }
+        guard charge(Self.executionBytes, now: now) else {
+            giveBack(pass, now: now)
+            return .busy
+        }
+        // The execution's own entry lives in the key's scope under the root, as every shared
+        // execution's does.
+        let execution = shard.makeToken()
+        _ = shard.registerEntry(
+            execution, id: request.effectID, key: request.key, scope: nil, tag: Self.tag(lane: index, isExecution: true))
+        var made = Execution(
+            key: request.key, input: request.input, effectID: request.effectID, kind: .idempotent, record: identity.record,
+            state: .held, leader: token)
+        made.limits = pass
+        executions.set(made, for: execution)
+        waiters.update(token) { $0.execution = execution }
+        let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
+        binding.flights[identity.record] = SharedLaneState.Flight(token: execution, fingerprint: identity.fingerprint)
+        binding.held[execution] = held
+        scheduleRenewal(
+            execution, at: held.nextRenewal(after: now), key: storeKey(identity.record), fingerprint: identity.fingerprint,
+            shard: shard)
+        launch(execution, shard: shard)
+        return nil
+    }
+
+    /// The pending request `token` joins execution `owner`, running here, as it waits: its
+    /// waiter, registered and charged when it began waiting for the store, waits for `owner`
+    /// now. `false` (nothing changed) when it no longer waits for the store, or `owner` is gone.
+    func joinPending(_ token: EventToken, owner: EventToken) -> Bool {
+        guard executions.contains(owner) else { return false }
+        let joined = waiters.update(token) { waiter -> Bool in
+            guard waiter.execution == Self.pendingDecision else { return false }
+            waiter.execution = owner
+            waiter.source = .joined
+            return true
+        }
+        guard joined == true else { return false }
+        executions.update(owner) { $0.joiners.append(token) }
+        return true
     }
 }

@@ -94,7 +94,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         /// decides about its request).
         @usableFromInline var execution: EventToken
         @usableFromInline var completion: Completion?
-        @usableFromInline let source: RunInfo.Source
+        @usableFromInline var source: RunInfo.Source
         /// The outcome of a leading waiter answered before its completion was installed (its
         /// effect ended without suspending), kept for ``PluginLane/installCompletion(_:later:)``.
         @usableFromInline var parked: GateOutcome<Output>?

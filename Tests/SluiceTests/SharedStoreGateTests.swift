@@ -146,6 +146,41 @@ import Testing
         #expect(probeA.plugin.counts.cancelledCount == 1 && probeA.plugin.counts.finishedCount == 1)
     }
 
+    @Test func aPaymentTheStoreLetRunAndItsDuplicateWaitUnderTheRegistrationsTheyWaitedWith() async throws {
+        // Both waited for the store as waiters in their callers' scopes. The first leads the
+        // execution and the second joins it as those same waiters: closing a caller's scope
+        // answers that caller, and the payment runs on and is stored. Nothing is left behind.
+        let processor = CountingProcessor(latency: .seconds(1))
+        let (fleet, payA, _) = try makeFleet({ try PaymentPlugin(processor: processor) })
+        defer { fleet.shutdown() }
+        let gate = fleet.a.gate
+        let payment = PaymentPlugin.Payment(key: "acct", idem: "scoped", amount: 3)
+        let first = gate.openScope()
+        let second = gate.openScope()
+        let leader = await gate.start(gate.request(payA, payment, in: first))
+        await fleet.settle()
+        let duplicate = await gate.start(gate.request(payA, payment, in: second))
+        await fleet.settle()
+        var statistics = await gate.statistics()
+        #expect(statistics.executions == 1 && statistics.waiters == 2)
+        gate.close(first)
+        await fleet.settle()
+        statistics = await gate.statistics()
+        guard statistics.executions == 1 && statistics.waiters == 1 else {
+            Issue.record("closing the leader's scope left \(statistics.executions) executions, \(statistics.waiters) waiters")
+            return
+        }
+        #expect(await leader.outcome.kind == "cancelled(scopeClosed)")
+        await fleet.advance(by: .seconds(1))
+        #expect(await duplicate.outcome.kind == "joined")
+        statistics = await gate.statistics()
+        #expect(statistics.executions == 0 && statistics.waiters == 0)
+        let retry = await gate.submit(payA, payment)
+        #expect(retry.kind == "replayed")
+        #expect(processor.charges.current == 1)
+        gate.close(second)
+    }
+
     @Test func aRateLimitIsSharedAcrossInstances() async throws {
         let (fleet, limitA, limitB) = try makeFleet { try RateLimitPlugin(count: 1, per: .seconds(1), burst: 2) }
         defer { fleet.shutdown() }
