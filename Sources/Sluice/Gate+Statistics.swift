@@ -10,7 +10,7 @@ extension Gate {
         for shard in shards {
             let snapshot = await perform(on: shard) { shard in
                 (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
-                 shard.lanes.map(\.keyCount), shard.lanes.map(\.shadowRefusalCounts))
+                 shard.keyCountByLane, shard.lanes.map(\.shadowRefusalCounts))
             }
             guard let snapshot else { continue }
             statistics.keys += snapshot.0

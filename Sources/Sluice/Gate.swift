@@ -86,16 +86,22 @@ public final class Gate: Service, Sendable {
         self.rootScope = GateScope(id: 0, parent: nil)
         let counters = self.counters
         let epochWatches = plugins.plugins.map { StoreEpochWatch(plugin: $0.name, logger: logger) }
+        let shardCount = group.loops.count
         var shards: [GateShard] = []
-        for (index, loop) in group.loops.enumerated() {
-            do {
+        do {
+            // Each stage of a plugin's limits keeps its keys in one table for all the shards, an
+            // eighth the size of the plugin's budget.
+            let limits = try plugins.plugins.map { (plugin) throws(SluiceError) -> PluginLimits in
+                try PluginLimits(stages: plugin.limitStages, budget: plugin.budget.eighth, shards: shardCount)
+            }
+            for (index, loop) in group.loops.enumerated() {
                 shards.append(
                     try GateShard(
                         loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins, epochWatches: epochWatches,
-                        shardCount: group.loops.count, options: options, counters: counters))
-            } catch {
-                throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+                        limits: limits, shardCount: shardCount, options: options, counters: counters))
             }
+        } catch {
+            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
         }
         self.shards = shards
         for shard in shards {

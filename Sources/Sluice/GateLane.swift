@@ -37,6 +37,8 @@ protocol GateLane: AnyObject {
     var storeOperationsPending: Int { get }
     /// Keys held in the policy's table.
     var keyCount: Int { get }
+    /// Keys held in the tables of the plugin's limits (shared by its lanes in every shard).
+    var limitKeyCount: Int { get }
     /// Executions held or running.
     var executionCount: Int { get }
     /// Requests waiting for a result.

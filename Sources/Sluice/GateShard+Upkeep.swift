@@ -59,8 +59,12 @@ extension GateShard {
         }
     }
 
-    /// Keys held in the plugins' policy tables.
-    var keyCount: Int { lanes.reduce(0) { $0 + $1.keyCount } }
+    /// Keys held in the plugins' policy tables, and (counted by the first shard, since every
+    /// shard shares them) in the tables of their limits.
+    var keyCount: Int { lanes.reduce(0) { $0 + $1.keyCount + (index == 0 ? $1.limitKeyCount : 0) } }
+
+    /// ``keyCount`` by plugin.
+    var keyCountByLane: [Int] { lanes.map { $0.keyCount + (index == 0 ? $0.limitKeyCount : 0) } }
 
     /// Executions held or running.
     var executionCount: Int { lanes.reduce(0) { $0 + $1.executionCount } }

@@ -54,7 +54,7 @@ final class GateShard: @unchecked Sendable {
 
     init(
         loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], epochWatches: [StoreEpochWatch],
-        shardCount: Int, options: GateOptions, counters: GateCounters
+        limits: [PluginLimits], shardCount: Int, options: GateOptions, counters: GateCounters
     ) throws(SluiceError) {
         self.loop = loop
         self.clock = clock
@@ -63,8 +63,8 @@ final class GateShard: @unchecked Sendable {
         self.counters = counters
         self.latest = Instant(nanoseconds: Int64.min)
         var lanes: [any GateLane] = []
-        for (plugin, epochWatch) in zip(plugins, epochWatches) {
-            lanes.append(try plugin.makeLane(shardCount, epochWatch))
+        for (index, plugin) in plugins.enumerated() {
+            lanes.append(try plugin.makeLane(shardCount, epochWatches[index], limits[index]))
         }
         self.lanes = lanes
         self.decidesOnLoop = lanes.map(\.decidesOnLoop)

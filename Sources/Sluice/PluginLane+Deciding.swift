@@ -50,7 +50,7 @@ extension PluginLane {
             timerFired(key: key, deadline: timer.deadline, shard: shard)
         }
         // The key's state before the event, put back if a later limit refuses a run.
-        let before = chain.isEmpty ? nil : table.value.state(of: key)
+        let before = limits.isEmpty ? nil : table.value.state(of: key)
         let keyed: KeyedDecision
         do {
             keyed = try table.value.event(token, key: key, now: now)

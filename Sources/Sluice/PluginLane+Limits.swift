@@ -32,13 +32,13 @@ extension PluginLane {
     /// as it was before.
     @inlinable
     func passLimits(_ input: Plugin.Input, now: Instant, into pass: inout LimitPass) -> GateOutcome<Output>? {
-        guard !chain.isEmpty else { return nil }
+        guard !limits.isEmpty else { return nil }
         // The keys and verdicts go into buffers the lane keeps: an admitted request run in
         // place allocates nothing for them.
         stageKeyBuffer.removeAll(keepingCapacity: true)
         for key in stageKeys { stageKeyBuffer.append(key(input)) }
         let cost = handle.plugin.cost(for: input)
-        chain.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &admission)
+        limits.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &admission)
         for stage in admission.shadowRefusals {
             shadowRefusals[stage].increment()
             shadowCounts[stage] += 1
@@ -47,15 +47,15 @@ extension PluginLane {
         case .admitted:
             pass = LimitPass(
                 keys: stageKeyBuffer, hold: admission.hold, cost: cost,
-                reports: chain.hasRateStages ? admittedReports(admission.verdicts) : [])
+                reports: limits.hasRateStages ? admittedReports(admission.verdicts) : [])
             return nil
         case .refused(let refusing):
             // The stages before the refusing one report their state after giving back.
             var verdicts = admission.verdicts
-            for stage in 0..<refusing { verdicts[stage] = chain.peek(stage: stage, key: stageKeyBuffer[stage], now: now) }
+            limits.peek(stages: refusing, keys: stageKeyBuffer, now: now, into: &verdicts)
             return .limited(
                 LimitRefusal(
-                    stage: chain.stages[refusing].name, verdict: admission.verdicts[refusing],
+                    stage: limits.stages[refusing].name, verdict: admission.verdicts[refusing],
                     reports: rateReports(verdicts)))
         case .busy:
             return .busy
@@ -84,7 +84,7 @@ extension PluginLane {
 
     @inlinable
     func appendRateReports(_ verdicts: [StageVerdict], to reports: inout [RateStageReport]) {
-        for (stage, verdict) in zip(chain.stages, verdicts) {
+        for (stage, verdict) in zip(limits.stages, verdicts) {
             guard case .rate(let decision) = verdict, case .rate(let options) = stage.limit else { continue }
             reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
         }
@@ -94,14 +94,14 @@ extension PluginLane {
     @inlinable
     func giveBack(_ pass: LimitPass, now: Instant) {
         guard !pass.hold.isEmpty else { return }
-        chain.rollBack(pass.hold, keys: pass.keys, cost: pass.cost, now: now)
+        limits.rollBack(pass.hold, keys: pass.keys, cost: pass.cost, now: now)
     }
 
     /// The effect of a request that `pass` admitted ended: its concurrency slots are free.
     @inlinable
     func endLimits(_ pass: LimitPass) {
         guard !pass.hold.isEmpty else { return }
-        chain.release(pass.hold, keys: pass.keys)
+        limits.release(pass.hold, keys: pass.keys)
     }
 
     /// An execution is gone: frees its slots if it ran, gives back everything it took if it
@@ -116,6 +116,6 @@ extension PluginLane {
     }
 
     @usableFromInline var shadowRefusalCounts: [(stage: String, count: Int)] {
-        zip(chain.stages, shadowCounts).compactMap { $0.shadow ? ($0.name, $1) : nil }
+        zip(limits.stages, shadowCounts).compactMap { $0.shadow ? ($0.name, $1) : nil }
     }
 }

@@ -18,7 +18,7 @@ extension PluginLane {
 
     @usableFromInline func sweep(now: Instant, maxEntries: Int) {
         stage.sweep(now: now, maxEntries: maxEntries)
-        chain.sweep(now: now, maxEntries: maxEntries)
+        limits.sweep(now: now, maxEntries: maxEntries)
         reportEvictions()
     }
 
@@ -109,8 +109,10 @@ extension PluginLane {
 
     @inlinable
     var keyCount: Int {
-        stage.keyCount + chain.keyCount
+        stage.keyCount
     }
+
+    @usableFromInline var limitKeyCount: Int { limits.keyCount }
 
     @inlinable
     var executionCount: Int { executions.count }

@@ -179,8 +179,9 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// stage then holds the local fallback's state).
     @usableFromInline let shared: SharedLaneState<Output>?
     @usableFromInline @exclusivity(unchecked) var tally: KeyTable<String, TallyState>?
-    /// The plugin's limits (``GatePlugin/limits``), decided after its policy; empty without.
-    @usableFromInline @exclusivity(unchecked) var chain: LimitChain<String>
+    /// The plugin's limits (``GatePlugin/limits``), decided after its policy, shared by the
+    /// plugin's lanes in every shard; empty without.
+    @usableFromInline let limits: PluginLimits
     /// The key function of each stage of `chain`.
     @usableFromInline let stageKeys: [@Sendable (Plugin.Input) -> String]
     /// `sluice_shadow_refusals_total{plugin, stage}` of each stage of `chain`: what a stage in
@@ -205,7 +206,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     init(
         handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore,
-        epochWatch: StoreEpochWatch
+        epochWatch: StoreEpochWatch, limits: PluginLimits
     ) throws(SluiceError) {
         self.handle = handle
         self.tallyBudget = tallyBudget
@@ -217,12 +218,11 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         }
         stage = try PolicyStage(try store.localPolicy(for: handle.plugin.policy), budget: budget)
         cancelInFlight = stage.cancelsInFlight
-        let limits = handle.plugin.limits
-        // Each stage keeps its keys in a table of its own, an eighth the size of the plugin's.
-        chain = try LimitChain(stages: limits.map(\.stage), budget: budget.eighth)
-        stageKeys = limits.map(\.key)
-        shadowCounts = Array(repeating: 0, count: limits.count)
-        shadowRefusals = limits.map {
+        self.limits = limits
+        let stages = handle.plugin.limits
+        stageKeys = stages.map(\.key)
+        shadowCounts = Array(repeating: 0, count: stages.count)
+        shadowRefusals = stages.map {
             Counter(label: "sluice_shadow_refusals_total", dimensions: [("plugin", handle.plugin.name), ("stage", $0.stage.name)])
         }
         if let bytes = budget.bytes, bytes < Self.executionBytes + Self.waiterBytes, stage.hasSideBudget {

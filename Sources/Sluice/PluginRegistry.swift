@@ -151,9 +151,11 @@ struct RegisteredPlugin: Sendable {
     let policy: GatePolicy
     let budget: MemoryBudget
     let tallyBudget: MemoryBudget
-    /// Makes the plugin's state for one shard, with the watch over its store's epochs that all
-    /// its shards share.
-    let makeLane: @Sendable (_ shardCount: Int, _ epochWatch: StoreEpochWatch) throws(SluiceError) -> any GateLane
+    /// The stages of its limits (``GatePlugin/limits``).
+    let limitStages: [ChainStage]
+    /// Makes the plugin's state for one shard, with what all its shards share: the watch over its
+    /// store's epochs and its limits' tables.
+    let makeLane: @Sendable (_ shardCount: Int, _ epochWatch: StoreEpochWatch, _ limits: PluginLimits) throws(SluiceError) -> any GateLane
 
     init<Plugin: GatePlugin>(
         handle: PluginHandle<Plugin>, budget: MemoryBudget, tallyBudget: MemoryBudget, store: PluginStore
@@ -162,12 +164,14 @@ struct RegisteredPlugin: Sendable {
         self.policy = handle.plugin.policy
         self.budget = budget
         self.tallyBudget = tallyBudget
+        self.limitStages = handle.plugin.limits.map(\.stage)
         // One watch over the store's epochs for all the plugin's shards (made again for each
         // gate made from the registry).
-        self.makeLane = { (shardCount: Int, epochWatch: StoreEpochWatch) throws(SluiceError) -> any GateLane in
+        self.makeLane = {
+            (shardCount: Int, epochWatch: StoreEpochWatch, limits: PluginLimits) throws(SluiceError) -> any GateLane in
             try PluginLane(
                 handle: handle, budget: budget.divided(by: shardCount), tallyBudget: tallyBudget.divided(by: shardCount),
-                store: store, epochWatch: epochWatch)
+                store: store, epochWatch: epochWatch, limits: limits)
         }
     }
 }

@@ -212,6 +212,43 @@ import Testing
         #expect(next.runInfo?.limits.map(\.decision.remaining) == [2])
         #expect(last.runInfo?.limits.map(\.decision.remaining) == [1])
     }
+
+    @Test func aStageKeyedCoarserThanThePluginCountsTheRequestsOfEveryShard() async throws {
+        // Keys spread over two loops; the stages count every request under one key ("all"):
+        // the whole gate admits the stage's limit, not each shard.
+        let rate = try RateLimitOptions(count: 1, per: minute, burst: 3)
+        var plugins = PluginRegistry()
+        let inPlace = try plugins.register(InPlaceLimitedPlugin(limits: [try .rate("all", rate) { _ in "all" }]))
+        let probe = try plugins.register(
+            ProbePlugin(policy: .unrestricted, limits: [try .concurrency("slots", limit: 2) { _ in "all" }], sleeping(.seconds(1))))
+        let harness = try GateHarness(plugins: plugins, loops: 2)
+        defer { harness.shutdown() }
+        let gate = harness.gate
+        let keys = (0..<40).map { "account-\($0)" }
+        #expect(Set(keys.map { gate.shardIndex(forKey: $0) }) == [0, 1], "the keys span both shards")
+        var ran = 0
+        for key in keys where await gate.submit(inPlace, key).kind == "ran" { ran += 1 }
+        #expect(ran == 4)
+        let started = await withTaskGroup(of: GateTicket<String>.self) { group in
+            for key in keys.prefix(10) {
+                group.addTask { await gate.start(gate.request(probe, Probe(key: key, payload: key))) }
+            }
+            var tickets: [GateTicket<String>] = []
+            for await ticket in group { tickets.append(ticket) }
+            return tickets
+        }
+        await harness.settle()
+        var statistics = await gate.statistics()
+        #expect(statistics.executions == 2)
+        // Each stage's key is counted once, however many shards share its table.
+        #expect(statistics.keysByPlugin["in-place"] == 1)
+        await harness.advance(by: .seconds(1))
+        var kinds: [String: Int] = [:]
+        for ticket in started { kinds[await ticket.outcome.kind, default: 0] += 1 }
+        #expect(kinds == ["ran": 2, "limited": 8])
+        statistics = await gate.statistics()
+        #expect(statistics.executions == 0)
+    }
 }
 
 /// A plugin whose effect runs in place (``GatePlugin/runImmediately(_:context:)``), behind the
