@@ -37,6 +37,12 @@ scratch="$PWD/.build-fuzz"
 build_flags=(-c release --scratch-path "$scratch" --sanitize fuzzer --sanitize address
     -Xswiftc -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table)
 echo "fuzz: building (release, -sanitize=fuzzer,address, coverage) into $scratch"
+# The root package is a path dependency of Fuzz/, and SwiftPM keeps the build plan it made for it
+# (its list of source files) until Fuzz/'s own manifest changes: a source file added to or removed
+# from the root package since the last fuzz build then fails it ("cannot find ... in scope",
+# "missing inputs"). Dropping the plan makes SwiftPM plan again from the sources as they are; the
+# compiled objects stay, so an unchanged tree rebuilds nothing.
+rm -f "$scratch/release.yaml"
 # Product by product: a plain `swift build` would also build the root package's executables,
 # which the fuzzer sanitizer compiles as libraries (libFuzzer brings `main`).
 for target in "${targets[@]}"; do
