@@ -152,6 +152,8 @@ extension PluginLane {
     ) {
         guard let binding = shared, let options = binding.idempotency else { return }
         let key = storeKey(identity.record)
+        // Whether a duplicate waits for another owner's execution, rather than being refused.
+        let joins = (identity.concurrent ?? options.concurrent) != .reject
         let refundQuota = { [self] in recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now) }
         if case .success(.claimed(let lease)) = result { binding.observe(epoch: lease.fence.epoch, now: shard.now) }
         if binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil {
@@ -167,8 +169,8 @@ extension PluginLane {
             }
             // A duplicate of the execution running here waits for it as it is: its waiter,
             // registered and charged when it began waiting for the store, joins it.
-            if let flight = binding.flights[identity.record], flight.fingerprint == identity.fingerprint,
-                (identity.concurrent ?? options.concurrent) != .reject, joinPending(token, owner: flight.token)
+            if let flight = binding.flights[identity.record], flight.fingerprint == identity.fingerprint, joins,
+                joinPending(token, owner: flight.token)
             {
                 refundQuota()
                 return
@@ -185,11 +187,11 @@ extension PluginLane {
         }
         var generator = SystemRandomNumberGenerator()
         let step = attempt.step(
-            after: try? result.get(), joins: (identity.concurrent ?? options.concurrent) != .reject, lease: options.lease,
+            after: try? result.get(), joins: joins, lease: options.lease,
             failureMode: binding.failureMode, now: shard.now, using: &generator)
         switch step {
         case .run(let lease):
-            guard waiters.update(token, { $0.execution == Self.pendingDecision }) == true else {
+            guard isPending(token) else {
                 // Its caller left before it ran: give the record back so that a retry runs.
                 releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                 refundQuota()
@@ -251,12 +253,15 @@ extension PluginLane {
         guard let options = binding.idempotency else { return }
         let token: EventToken
         let fingerprint: String
+        let awaitsWrite: Bool
         if let flight = binding.flights[record] {
             token = flight.token
             fingerprint = flight.fingerprint
+            awaitsWrite = false
         } else if var unwritten = binding.unwritten[record] {
             token = unwritten.token
             fingerprint = unwritten.fingerprint
+            awaitsWrite = true
             unwritten.lease = lease
             binding.unwritten[record] = unwritten
         } else {
@@ -268,7 +273,7 @@ extension PluginLane {
         binding.held[token] = held
         scheduleRenewal(token, at: next, key: key, fingerprint: fingerprint, shard: shard)
         // A result waiting for its write is sent again at once, under the new lease.
-        if binding.flights[record] == nil { writeResult(record, attempt: 0, shard: shard) }
+        if awaitsWrite { writeResult(record, attempt: 0, shard: shard) }
     }
 
     /// Runs the pending request `token`, whose claim the store granted under `lease`, as the
@@ -286,21 +291,10 @@ extension PluginLane {
         let now = shard.now
         var pass = LimitPass.none
         if let refused = passLimits(request.input, now: now, into: &pass) { return refused }
-        guard charge(Self.executionBytes, now: now) else {
-            giveBack(pass, now: now)
-            return .busy
-        }
-        // The execution's own entry lives in the key's scope under the root, as every shared
-        // execution's does.
-        let execution = shard.makeToken()
-        _ = shard.registerEntry(
-            execution, id: request.effectID, key: request.key, scope: nil, tag: Self.tag(lane: index, isExecution: true))
-        var made = Execution(
-            key: request.key, input: request.input, effectID: request.effectID, kind: .idempotent, record: identity.record,
-            state: .held, leader: token)
-        made.limits = pass
-        executions.set(made, for: execution)
-        waiters.update(token) { $0.execution = execution }
+        guard
+            let execution = leadPending(
+                request, token: token, kind: .idempotent, record: identity.record, limits: pass, rateLimit: nil, shard: shard)
+        else { return .busy }
         let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
         binding.flights[identity.record] = SharedLaneState.Flight(token: execution, fingerprint: identity.fingerprint)
         binding.held[execution] = held

@@ -70,14 +70,48 @@ extension PluginLane {
         deliver(completion, outcome, shard: shard)
     }
 
-    /// Runs the pending request `token` now as a single execution. Its waiter, registered in its
-    /// caller's scope and charged when it began waiting for the store, becomes the execution's
-    /// leading waiter as it is: nothing is registered, charged or released twice. Nothing, if
-    /// it left while the store decided.
+    /// Whether `token` still waits for the store's decision: it has not left, and no answer made
+    /// it an execution's waiter yet (a store answers once, and tokens are never reused: this only
+    /// keeps a second answer from touching an execution already made).
+    func isPending(_ token: EventToken) -> Bool {
+        waiters.update(token, { $0.execution == Self.pendingDecision }) == true
+    }
+
+    /// Makes an execution of `kind` for `request`, led by the pending request `token` as it is.
+    /// Its waiter was registered in its caller's scope and charged when it began waiting for the
+    /// store, so only the execution is charged; a shared execution also gets a token of its own
+    /// and its own entry in the key's scope under the root, as every shared execution has. The
+    /// execution holds what `pass` took. Returns its token, or `nil` when the budget cannot take
+    /// it (having given back what `pass` took).
+    func leadPending(
+        _ request: GateRequest<Plugin>, token: EventToken, kind: Kind, record: String, limits pass: LimitPass,
+        rateLimit decision: RateLimitDecision?, shard: GateShard
+    ) -> EventToken? {
+        let now = shard.now
+        guard charge(Self.executionBytes, now: now) else {
+            giveBack(pass, now: now)
+            return nil
+        }
+        let execution = kind == .single ? token : shard.makeToken()
+        if kind != .single {
+            _ = shard.registerEntry(
+                execution, id: request.effectID, key: request.key, scope: nil, tag: Self.tag(lane: index, isExecution: true))
+        }
+        var made = Execution(
+            key: request.key, input: request.input, effectID: request.effectID, kind: kind, record: record, state: .held,
+            leader: token)
+        made.limits = pass
+        made.rateLimit = decision
+        executions.set(made, for: execution)
+        waiters.update(token) { $0.execution = execution }
+        return execution
+    }
+
+    /// Runs the pending request `token` now as a single execution, which its waiter leads as it
+    /// is (``leadPending(_:token:kind:record:limits:rateLimit:shard:)``): nothing is registered,
+    /// charged or released twice. Nothing, if it left while the store decided.
     func runDecided(_ request: GateRequest<Plugin>, token: EventToken, rateLimit decision: RateLimitDecision?, shard: GateShard) {
-        // Still waiting for this very answer (a store answers once, and tokens are never
-        // reused: this only keeps a second answer from touching an execution already made).
-        guard waiters.update(token, { $0.execution == Self.pendingDecision }) == true else { return }
+        guard isPending(token) else { return }
         // A store's late answer starts nothing once the gate drains.
         guard !shard.isDraining else {
             answerPending(token, with: .shuttingDown, shard: shard)
@@ -93,19 +127,14 @@ extension PluginLane {
             answerPending(token, with: outcome, shard: shard)
             return
         }
-        guard charge(Self.executionBytes, now: now) else {
-            giveBack(pass, now: now)
+        guard
+            let execution = leadPending(
+                request, token: token, kind: .single, record: "", limits: pass, rateLimit: decision, shard: shard)
+        else {
             answerPending(token, with: .busy, shard: shard)
             return
         }
-        var execution = Execution(
-            key: request.key, input: request.input, effectID: request.effectID, kind: .single, record: "", state: .held,
-            leader: token)
-        execution.limits = pass
-        execution.rateLimit = decision
-        executions.set(execution, for: token)
-        waiters.update(token) { $0.execution = token }
-        launch(token, shard: shard)
+        launch(execution, shard: shard)
     }
 
     // MARK: - Throttle and rate limit
