@@ -9,18 +9,18 @@ extension Gate {
         var statistics = GateStatistics(cancelled: counters.cancelled.current)
         for shard in shards {
             let snapshot = await perform(on: shard) { shard in
-                (shard.keyCount, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
-                 shard.keyCountByLane, shard.lanes.map(\.shadowRefusalCounts))
+                (shard.keyCountByLane, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
+                 shard.lanes.map(\.shadowRefusalCounts))
             }
             guard let snapshot else { continue }
-            statistics.keys += snapshot.0
+            statistics.keys += snapshot.0.reduce(0, +)
             statistics.executions += snapshot.1
             statistics.waiters += snapshot.2
             statistics.scopes += snapshot.3
-            for (index, keys) in snapshot.5.enumerated() {
+            for (index, keys) in snapshot.0.enumerated() {
                 statistics.keysByPlugin[plugins[index].name, default: 0] += keys
             }
-            for (index, counts) in snapshot.6.enumerated() {
+            for (index, counts) in snapshot.5.enumerated() {
                 for (stage, count) in counts {
                     statistics.shadowRefusals[plugins[index].name, default: [:]][stage, default: 0] += count
                 }

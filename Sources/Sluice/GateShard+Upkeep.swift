@@ -59,11 +59,8 @@ extension GateShard {
         }
     }
 
-    /// Keys held in the plugins' policy tables, and (counted by the first shard, since every
-    /// shard shares them) in the tables of their limits.
-    var keyCount: Int { lanes.reduce(0) { $0 + $1.keyCount + (index == 0 ? $1.limitKeyCount : 0) } }
-
-    /// ``keyCount`` by plugin.
+    /// Keys held in each plugin's policy table, and (counted by the first shard, since every
+    /// shard shares them) in the tables of its limits.
     var keyCountByLane: [Int] { lanes.map { $0.keyCount + (index == 0 ? $0.limitKeyCount : 0) } }
 
     /// Executions held or running.

@@ -91,13 +91,7 @@ extension PluginLane {
         guard let current = timers[key], current.deadline == deadline else { return }
         timers[key] = nil
         let now = shard.now
-        let fired: FireDecision
-        switch stage {
-        case .throttle(let state): fired = state.value.fire(key: key, now: now)
-        case .debounce(let state, _): fired = state.value.fire(key: key, now: now)
-        default: fired = .none
-        }
-        switch fired {
+        switch stage.fire(key: key, now: now) {
         case .run(let token):
             guard let execution = executions[token], case .held = execution.state else { return }
             if cancelInFlight { cancelRunning(key: key, effectID: execution.effectID, shard: shard) }

@@ -40,8 +40,7 @@ final class PluginLimits: @unchecked Sendable {
     }
 
     /// Decides `keys` (stage *i*'s key at *i*) for `cost` over every stage, all or nothing, into
-    /// `admission`. A refused request leaves every stage as it was. With the state of the stages
-    /// before the refusing one, after the refusal, in `peeked`.
+    /// `admission`. A refused request leaves every stage as it was.
     @inlinable
     func admit(keys: [String], cost: Int, now: Instant, into admission: inout ChainAdmission) {
         withChain { $0.admit(keys: keys, cost: cost, now: now, into: &admission) }

@@ -73,6 +73,17 @@ enum PolicyStage<Output: Sendable> {
         }
     }
 
+    /// Delivers the timer a timed stage asked for `key` at `now`; `.none` for a stage without
+    /// timers.
+    @inlinable
+    func fire(key: String, now: Instant) -> FireDecision {
+        switch self {
+        case .throttle(let state): state.value.fire(key: key, now: now)
+        case .debounce(let state, _): state.value.fire(key: key, now: now)
+        case .rateLimit, .idempotent, .singleFlight, .switchLatest, .unrestricted: .none
+        }
+    }
+
     /// Charges `bytes` of side state (an execution or a waiter), evicting idle keys to make room.
     /// `false` when the budget cannot take them.
     @inlinable
