@@ -22,6 +22,10 @@ public final class MemoryStore: SharedStore {
         var windows: [StoreKey: Int64] = [:]
         var limits: [StoreKey: RateLimitState] = [:]
         var records: [StoreKey: Record] = [:]
+        /// The windows of throttle stages: when each opened and until when it holds.
+        var stageWindows: [StoreKey: (start: Int64, until: Int64)] = [:]
+        /// The slots of concurrency stages: each owner's lease end.
+        var slots: [StoreKey: [String: Int64]] = [:]
         var available = true
         var calls = 0
         /// The epoch of the fences it grants (see ``FencingToken``), and the claims counted in it.
@@ -58,6 +62,8 @@ public final class MemoryStore: SharedStore {
             state.windows = [:]
             state.limits = [:]
             state.records = [:]
+            state.stageWindows = [:]
+            state.slots = [:]
             state.epoch = max(state.epoch &+ 1, millisecond)
             state.claims = 0
         }
@@ -205,6 +211,134 @@ public final class MemoryStore: SharedStore {
             }
             state.records[record] = nil
             return .success(true)
+        }
+    }
+
+    // MARK: - Chains
+
+    public func admit(
+        _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            let instant = Instant(nanoseconds: t)
+            var admission = StoreAdmission(result: .admitted, verdicts: [])
+            // Every stage decides on the state as it is; nothing changes unless all admit.
+            for (index, stage) in stages.enumerated() {
+                let key = stage.storeKey
+                let verdict: StoreVerdict
+                switch stage.limit {
+                case .throttle:
+                    if let window = state.stageWindows[key], t < window.until {
+                        verdict = .throttle(wait: .nanoseconds(window.until - t), windowStart: window.start)
+                    } else {
+                        verdict = .throttle(wait: nil, windowStart: t)
+                    }
+                case .rate(let options):
+                    var limit = state.limits[key] ?? RateLimitState()
+                    verdict = .stage(.rate(limit.check(now: instant, options: options, quantity: cost)))
+                case .concurrency(let limit, _):
+                    let held = state.slots[key, default: [:]].values.count { t < $0 }
+                    verdict = .stage(.concurrency(limit: limit, inFlight: held < limit ? held + 1 : held, allowed: held < limit))
+                }
+                admission.verdicts.append(verdict)
+                if verdict.allowed {
+                    admission.hold.insert(index)
+                } else if stage.shadow {
+                    admission.shadowRefusals.append(index)
+                } else {
+                    admission.result = .refused(stage: index)
+                    admission.hold = ChainHold()
+                    return .success(admission)
+                }
+            }
+            guard Self.makeRoom(for: stages, in: &state, now: t, capacity: capacity) else { return .failure(Self.full) }
+            for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
+                let key = stage.storeKey
+                switch stage.limit {
+                case .throttle(let interval):
+                    state.stageWindows[key] = (t, Self.add(t, interval.nanosecondsClamped))
+                case .rate(let options):
+                    var limit = state.limits[key] ?? RateLimitState()
+                    _ = limit.check(now: instant, options: options, quantity: cost)
+                    state.limits[key] = limit
+                case .concurrency(_, let lease):
+                    var slots = state.slots[key, default: [:]].filter { t < $0.value }
+                    slots[owner] = Self.add(t, lease.nanosecondsClamped)
+                    state.slots[key] = slots
+                }
+            }
+            return .success(admission)
+        }
+    }
+
+    /// Drops expired state to make room for the keys of `stages` that are new: `false` when a
+    /// table would still hold more than `capacity` keys.
+    private static func makeRoom(for stages: [StoreStage], in state: inout State, now t: Int64, capacity: Int) -> Bool {
+        let instant = Instant(nanoseconds: t)
+        for stage in stages {
+            let key = stage.storeKey
+            switch stage.limit {
+            case .throttle:
+                guard state.stageWindows[key] == nil, state.stageWindows.count >= capacity else { continue }
+                state.stageWindows = state.stageWindows.filter { t < $0.value.until }
+                guard state.stageWindows.count < capacity else { return false }
+            case .rate:
+                guard state.limits[key] == nil, state.limits.count >= capacity else { continue }
+                state.limits = state.limits.filter { !$0.value.isIdle(at: instant) }
+                guard state.limits.count < capacity else { return false }
+            case .concurrency:
+                guard state.slots[key] == nil, state.slots.count >= capacity else { continue }
+                state.slots = state.slots.filter { $0.value.values.contains { t < $0 } }
+                guard state.slots.count < capacity else { return false }
+            }
+        }
+        return true
+    }
+
+    public func giveBack(
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
+                let key = stage.storeKey
+                switch stage.limit {
+                case .throttle:
+                    if let start = admission.windowStart(of: index), state.stageWindows[key]?.start == start {
+                        state.stageWindows[key] = nil
+                    }
+                case .rate(let options):
+                    guard cost > 0, var limit = state.limits[key] else { continue }
+                    limit.refund(quantity: cost, now: Instant(nanoseconds: t), options: options)
+                    state.limits[key] = limit
+                case .concurrency:
+                    state.slots[key]?[owner] = nil
+                    if state.slots[key]?.isEmpty == true { state.slots[key] = nil }
+                }
+            }
+            return .success(())
+        }
+    }
+
+    public func renewSlots(
+        _ stages: [StoreStage], owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
+    ) {
+        answer(on: loop, completion) { state, t in
+            var held = 0
+            for stage in stages {
+                guard case .concurrency(_, let lease) = stage.limit, let until = state.slots[stage.storeKey]?[owner] else {
+                    continue
+                }
+                guard t < until else {
+                    state.slots[stage.storeKey]?[owner] = nil
+                    continue
+                }
+                state.slots[stage.storeKey]?[owner] = Self.add(t, lease.nanosecondsClamped)
+                held += 1
+            }
+            return .success(held)
         }
     }
 }

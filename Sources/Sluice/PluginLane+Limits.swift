@@ -2,13 +2,20 @@ import CoreMetrics
 import SluiceCore
 
 /// What a request took from its plugin's limit chain (``GatePlugin/limits``): the key of each
-/// stage, the stages it holds, its cost, and the rate stages' state after it.
+/// stage, the stages it holds, its cost, and the rate stages' state after it; or, for a chain a
+/// shared store decided, what it holds there.
 @usableFromInline
 struct LimitPass {
     @usableFromInline var keys: [String]
     @usableFromInline var hold: ChainHold
     @usableFromInline var cost: Int
     @usableFromInline var reports: [RateStageReport]
+    /// What it holds of the stages a shared store decided (`nil` for a chain decided here).
+    @usableFromInline var stored: StoreLimitHold?
+
+    /// Whether it holds anything to give back or release.
+    @inlinable
+    var holdsAnything: Bool { !hold.isEmpty || stored != nil }
 
     /// Nothing taken (a plugin without limits, or a request that spends nothing).
     @inlinable
@@ -20,6 +27,13 @@ struct LimitPass {
         self.hold = hold
         self.cost = cost
         self.reports = reports
+        self.stored = nil
+    }
+
+    /// What a request admitted by a shared store holds there.
+    init(stored: StoreLimitHold, reports: [RateStageReport]) {
+        self.init(keys: [], hold: ChainHold(), cost: stored.cost, reports: reports)
+        self.stored = stored
     }
 }
 
@@ -93,14 +107,20 @@ extension PluginLane {
     /// Gives back everything `pass` took: its request will not run.
     @inlinable
     func giveBack(_ pass: LimitPass, now: Instant) {
-        guard !pass.hold.isEmpty else { return }
+        guard !pass.hold.isEmpty else {
+            pass.stored?.giveBack()
+            return
+        }
         limits.rollBack(pass.hold, keys: pass.keys, cost: pass.cost, now: now)
     }
 
     /// The effect of a request that `pass` admitted ended: its concurrency slots are free.
     @inlinable
     func endLimits(_ pass: LimitPass) {
-        guard !pass.hold.isEmpty else { return }
+        guard !pass.hold.isEmpty else {
+            pass.stored?.release()
+            return
+        }
         limits.release(pass.hold, keys: pass.keys)
     }
 

@@ -164,7 +164,7 @@ extension PluginLane {
         guard let execution = executions.remove(token) else { return }
         release(Self.executionBytes)
         // Its concurrency slots are free before its callers hear of it.
-        if !execution.limits.hold.isEmpty { endLimits(of: execution, now: shard.now) }
+        if execution.limits.holdsAnything { endLimits(of: execution, now: shard.now) }
         shard.executionEnded()
         if cancelInFlight { switchLatest.finished(token, key: execution.key, effect: execution.effectID) }
         let reason = execution.cancellationReason

@@ -197,6 +197,11 @@ extension PluginLane {
                 refundQuota()
                 return
             }
+            if storeDecidesChain {
+                admitClaimedChain(
+                    request, token: token, identity: identity, lease: lease, sentAt: sentAt, shard: shard, binding: binding)
+                return
+            }
             if let refused = runClaimed(
                 request, token: token, identity: identity, lease: lease, sentAt: sentAt, shard: shard, binding: binding)
             {
@@ -280,17 +285,25 @@ extension PluginLane {
     /// leader of a new execution of its record. Its waiter, registered in its caller's scope and
     /// charged when it began waiting for the store, leads the execution as it is: nothing is
     /// registered, charged or released twice. The limits decide first (what the store replays or
-    /// joins never gets here). Returns the refusal, having changed nothing, or `nil`.
+    /// joins never gets here): in this process, or, when the store decided them, `decided` is
+    /// what the request holds there. Returns the refusal, having changed nothing (and given back
+    /// what `decided` holds), or `nil`.
     func runClaimed(
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, lease: StoreLease, sentAt: Instant,
-        shard: GateShard, binding: SharedLaneState<Output>
+        limits decided: LimitPass? = nil, shard: GateShard, binding: SharedLaneState<Output>
     ) -> GateOutcome<Output>? {
-        guard let options = binding.idempotency else { return .busy }
-        // A store's late answer starts nothing once the gate drains.
-        guard !shard.isDraining else { return .shuttingDown }
         let now = shard.now
-        var pass = LimitPass.none
-        if let refused = passLimits(request.input, now: now, into: &pass) { return refused }
+        guard let options = binding.idempotency else {
+            if let decided { giveBack(decided, now: now) }
+            return .busy
+        }
+        // A store's late answer starts nothing once the gate drains.
+        guard !shard.isDraining else {
+            if let decided { giveBack(decided, now: now) }
+            return .shuttingDown
+        }
+        var pass = decided ?? .none
+        if decided == nil, let refused = passLimits(request.input, now: now, into: &pass) { return refused }
         guard
             let execution = leadPending(
                 request, token: token, kind: .idempotent, record: identity.record, limits: pass, rateLimit: nil, shard: shard)

@@ -17,6 +17,12 @@ extension PluginLane {
         let key = storeKey(request.key)
         let index = self.index
         switch binding.policy {
+        case .throttle(let options) where storeDecidesChain:
+            let policy = StoreStage(scope: handle.plugin.name, key: request.key, limit: .throttle(interval: options.interval))
+            return submitSharedChain(request, token: token, later: later, shard: shard, binding: binding, policy: policy)
+        case .rateLimit(let options) where storeDecidesChain:
+            let policy = StoreStage(scope: handle.plugin.name, key: request.key, limit: .rate(options))
+            return submitSharedChain(request, token: token, later: later, shard: shard, binding: binding, policy: policy)
         case .throttle(let options):
             if let refused = addPending(request, token: token, later: later, shard: shard) { return .decided(refused) }
             binding.store.throttle(key, interval: options.interval, on: shard.loop) { [shard] result in
@@ -109,17 +115,26 @@ extension PluginLane {
 
     /// Runs the pending request `token` now as a single execution, which its waiter leads as it
     /// is (``leadPending(_:token:kind:record:limits:rateLimit:shard:)``): nothing is registered,
-    /// charged or released twice. Nothing, if it left while the store decided.
-    func runDecided(_ request: GateRequest<Plugin>, token: EventToken, rateLimit decision: RateLimitDecision?, shard: GateShard) {
-        guard isPending(token) else { return }
+    /// charged or released twice. The limits decide first, in this process, unless the store
+    /// decided them (`decided`: what the request holds there, given back if it does not run).
+    /// Nothing, if it left while the store decided.
+    func runDecided(
+        _ request: GateRequest<Plugin>, token: EventToken, rateLimit decision: RateLimitDecision?,
+        limits decided: LimitPass? = nil, shard: GateShard
+    ) {
+        let now = shard.now
+        guard isPending(token) else {
+            if let decided { giveBack(decided, now: now) }
+            return
+        }
         // A store's late answer starts nothing once the gate drains.
         guard !shard.isDraining else {
+            if let decided { giveBack(decided, now: now) }
             answerPending(token, with: .shuttingDown, shard: shard)
             return
         }
-        let now = shard.now
-        var pass = LimitPass.none
-        if let refused = passLimits(request.input, now: now, into: &pass) {
+        var pass = decided ?? .none
+        if decided == nil, let refused = passLimits(request.input, now: now, into: &pass) {
             answerPending(token, with: refused, shard: shard)
             return
         }

@@ -40,6 +40,9 @@ final class SharedLaneState<Output: Sendable> {
     let fallbacks: [StoreFailureMode: Counter]
     /// Completions and heartbeats the store refused because their lease was no longer current.
     let staleOwners: Counter
+    /// Concurrency slots in the store that ran out before their renewal (an outage longer than
+    /// their lease): another instance may have taken them.
+    let slotsLost: Counter
 
     var flights: [String: Flight] = [:]
     /// The leases of the executions running here (and of the results still being written), by
@@ -73,7 +76,13 @@ final class SharedLaneState<Output: Sendable> {
                 ($0, Counter(label: "sluice_store_fallbacks_total", dimensions: [("plugin", plugin), ("mode", $0.rawValue)]))
             })
         self.staleOwners = Counter(label: "sluice_store_stale_owners_total", dimensions: [("plugin", plugin)])
+        self.slotsLost = Counter(label: "sluice_store_slots_lost_total", dimensions: [("plugin", plugin)])
     }
+
+    /// How long a concurrency slot in the store outlives its last renewal: the records' lease
+    /// for an idempotent plugin, ten seconds otherwise. An instance that stops frees its slots
+    /// within it.
+    var slotLease: Duration { idempotency?.lease ?? .seconds(10) }
 
     /// The idempotency options, for an idempotent plugin.
     var idempotency: IdempotencyOptions? {

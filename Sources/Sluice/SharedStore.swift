@@ -69,6 +69,37 @@ public protocol SharedStore: Sendable {
         _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
 
+    /// Decides `stages` for a request of `cost` units, all or nothing, in one step: each stage
+    /// in order, and when one refuses (and is not in shadow mode), nothing changes in any of
+    /// them. An admitted request holds a slot of each concurrency stage under `owner` (unique to
+    /// its execution, across processes) for the stage's lease. Called only with stages that
+    /// ``place(of:)`` puts in one place.
+    func admit(
+        _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void)
+
+    /// Gives back what `admission` holds of `stages` (the stages it was decided on): `cost` is
+    /// subtracted from each rate stage's state (never an earlier state restored, so what other
+    /// requests spent since is kept; `0` gives nothing back), `owner`'s slot of each
+    /// concurrency stage is freed, and each throttle window it opened is closed while it is
+    /// still that window.
+    func giveBack(
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+
+    /// Extends `owner`'s slot in each concurrency stage among `stages` to the stage's lease from
+    /// now; answers how many of them it still held (a slot whose lease ran out is not taken
+    /// again).
+    func renewSlots(
+        _ stages: [StoreStage], owner: String, on loop: EventLoop,
+        _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
+
+    /// Where the store keeps `stage`'s state: consecutive stages with the same place are decided
+    /// in one step, others one after another, each refusal giving back what the earlier steps
+    /// took (``admitChain(_:cost:owner:on:_:)``). `nil`, the default, puts every stage in one
+    /// place.
+    func place(of stage: StoreStage) -> Int?
+
     /// Where the store is, for log lines (a Redis server's address); the type's name by default.
     var address: String { get }
 
@@ -82,6 +113,8 @@ extension SharedStore {
     public var address: String { "\(Self.self)" }
 
     public func isReachable(on loop: EventLoop) -> Bool { true }
+
+    public func place(of stage: StoreStage) -> Int? { nil }
 }
 
 /// A plugin's key in a shared store: the plugin's name and the full key (or idempotency record),

@@ -11,7 +11,9 @@ import Synchronization
 /// One connection per loop of the group (hiredis's libevent adapter on that loop's
 /// `event_base`: no thread of its own, no hop); every decision is one `EVALSHA` of a Lua script
 /// that reads Redis's clock (`TIME`). Keys are `<prefix>:{<plugin>:<key>}:<kind>`: the hash tag
-/// keeps a record and its fence counter in one slot. Every key has a TTL but the epoch marker
+/// keeps a record and its fence counter in one slot. The stages of a limit chain are
+/// `<prefix>:{<key>}:<plugin>/<stage>:<kind>`, tagged by the stage's key, so that the stages of
+/// one request counted under the same key are decided by one script. Every key has a TTL but the epoch marker
 /// (`<prefix>:epoch`), which tells the instances that Redis came back without its data: the
 /// fencing tokens it grants then start a new epoch, greater than every earlier token, and the
 /// plugins whose records it held say so in their answers for one retention.
@@ -111,21 +113,32 @@ public final class RedisStore: SharedStore {
     /// need a single Redis server (not a cluster, whose scripts must keep to one slot).
     var epochKey: [UInt8] { Array("\(prefix):epoch".utf8) }
 
-    private static func argument(_ value: some BinaryInteger) -> [UInt8] { Array(String(value).utf8) }
+    static func argument(_ value: some BinaryInteger) -> [UInt8] { Array(String(value).utf8) }
 
-    private static func microseconds(_ duration: Duration) -> Int64 {
+    static func microseconds(_ duration: Duration) -> Int64 {
         max(1, duration.nanosecondsClamped / 1_000)
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int64 {
+    static func milliseconds(_ duration: Duration) -> Int64 {
         max(1, (duration.nanosecondsClamped + 999_999) / 1_000_000)
+    }
+
+    /// A GCRA's emission interval and tolerance as the scripts take them: microseconds, the
+    /// interval with three decimals (nanoseconds), so that high rates are not rounded to a whole
+    /// microsecond.
+    static func gcraArguments(_ options: RateLimitOptions) -> (emission: [UInt8], tolerance: [UInt8]) {
+        let emission = max(1, options.period.nanosecondsClamped / Int64(options.count))
+        let emissionText = "\(emission / 1_000).\(String(emission % 1_000 + 1_000).dropFirst())"
+        let tolerance = emission.multipliedReportingOverflow(by: Int64(options.limit))
+        let toleranceText = tolerance.overflow ? "9007199254740992" : "\(tolerance.partialValue / 1_000)"
+        return (Array(emissionText.utf8), Array(toleranceText.utf8))
     }
 
     // MARK: - Running scripts
 
     /// Runs `script` on `loop`'s connection and hands its reply to `parse`; completes on the
     /// loop, never from inside this call.
-    private func run<Value: Sendable>(
+    func run<Value: Sendable>(
         _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         parse: @escaping @Sendable (RedisReply) -> Value?
@@ -194,15 +207,10 @@ public final class RedisStore: SharedStore {
         _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
-        // The emission interval in microseconds with three decimals (nanoseconds), so that high
-        // rates are not rounded to a whole microsecond.
-        let emission = max(1, options.period.nanosecondsClamped / Int64(options.count))
-        let emissionText = "\(emission / 1_000).\(String(emission % 1_000 + 1_000).dropFirst())"
-        let tolerance = emission.multipliedReportingOverflow(by: Int64(options.limit))
-        let toleranceText = tolerance.overflow ? "9007199254740992" : "\(tolerance.partialValue / 1_000)"
+        let (emission, tolerance) = Self.gcraArguments(options)
         run(
             RedisStoreScripts.rateLimit, keys: [self.key(key, "g")],
-            arguments: [Array(emissionText.utf8), Array(toleranceText.utf8), Self.argument(max(0, cost))], on: loop,
+            arguments: [emission, tolerance, Self.argument(max(0, cost))], on: loop,
             completion
         ) { reply in
             guard let fields = reply.array, fields.count == 4, let allowed = fields[0].int, let remaining = fields[1].int,

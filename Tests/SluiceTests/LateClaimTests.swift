@@ -75,6 +75,27 @@ import Testing
             inner.throttle(key, interval: interval, on: loop, completion)
         }
 
+        func admit(
+            _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+            _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
+        ) {
+            inner.admit(stages, cost: cost, owner: owner, on: loop, completion)
+        }
+
+        func giveBack(
+            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+            _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+        ) {
+            inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: loop, completion)
+        }
+
+        func renewSlots(
+            _ stages: [StoreStage], owner: String, on loop: EventLoop,
+            _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
+        ) {
+            inner.renewSlots(stages, owner: owner, on: loop, completion)
+        }
+
         func rateLimit(
             _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
             _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void

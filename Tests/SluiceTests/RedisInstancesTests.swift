@@ -183,6 +183,38 @@ struct RedisInstancesTests {
         #expect(try await a.payments() == 2)
     }
 
+    /// PAY's chain is decided by Redis: the slot one instance holds refuses the other's payment
+    /// for the same account, and the account's rate counts the payments of both.
+    @Test func thePaymentChainIsSharedByEveryInstanceThroughRedis() async throws {
+        let redis = try await RedisServerProcess.start()
+        defer { redis.stop() }
+        let options = [
+            "--pay-rate", "1", "--pay-period-ms", "600000", "--pay-burst", "1", "--pay-concurrency", "1",
+            "--pay-latency-ms", "300",
+        ]
+        let a = try await Instance(redis: redis, options)
+        defer { a.stop() }
+        let b = try await Instance(redis: redis, options)
+        defer { b.stop() }
+        let client = try a.client()
+        try client.send("1 PAY acct k1 10\n")
+        // The slot is in Redis, under the account's hash tag, once a admitted its payment.
+        try await pollUntil { try await redis.command(["ZCARD", "sluice:{acct}:pay/pay-concurrency:c"]) == "1" }
+        #expect(try await b.send("PAY acct k2 10") == "r LIMITED policy=pay-concurrency limit=1")
+        let first = try await client.readLine()
+        #expect(first.hasPrefix("1 OK charge="), "\(first)")
+        try await pollUntil { try await redis.command(["ZCARD", "sluice:{acct}:pay/pay-concurrency:c"]) == "0" }
+        let second = try await b.send("PAY acct k3 10")
+        #expect(second.hasPrefix("r OK charge=") && !second.hasSuffix("replayed=true"), "\(second)")
+        let refused = try await a.send("PAY acct k4 10")
+        #expect(refused.hasPrefix("r LIMITED policy=pay-rate retry-after-ms="), "\(refused)")
+        #expect(refused.contains(" limit=2 remaining=0 reset-ms="), "\(refused)")
+        #expect(try await b.send("PAY acct k1 10").hasSuffix("replayed=true"))
+        #expect(try await a.payments() + b.payments() == 2)
+        let ttl = try #require(try await redis.command(["PTTL", "sluice:{acct}:pay/pay-rate:g"]).flatMap { Int($0) })
+        #expect(ttl > 0)
+    }
+
     @Test func throttlesAndRateLimitsAreSharedAcrossInstances() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
