@@ -252,7 +252,9 @@ public final class MemoryStore: SharedStore {
                     return .success(admission)
                 }
             }
-            guard Self.makeRoom(for: stages, in: &state, now: t, capacity: capacity) else { return .failure(Self.full) }
+            guard Self.makeRoom(for: stages, holding: admission, in: &state, now: t, capacity: capacity) else {
+                return .failure(Self.full)
+            }
             for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
                 let key = stage.storeKey
                 switch stage.limit {
@@ -272,26 +274,34 @@ public final class MemoryStore: SharedStore {
         }
     }
 
-    /// Drops expired state to make room for the keys of `stages` that are new: `false` when a
-    /// table would still hold more than `capacity` keys.
-    private static func makeRoom(for stages: [StoreStage], in state: inout State, now t: Int64, capacity: Int) -> Bool {
-        let instant = Instant(nanoseconds: t)
-        for stage in stages {
+    /// Drops expired state to make room for the keys that the stages `admission` holds would
+    /// add: `false` when a table would still hold more than `capacity` keys.
+    private static func makeRoom(
+        for stages: [StoreStage], holding admission: StoreAdmission, in state: inout State, now t: Int64, capacity: Int
+    ) -> Bool {
+        var windows = Set<StoreKey>()
+        var limits = Set<StoreKey>()
+        var slots = Set<StoreKey>()
+        for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
             let key = stage.storeKey
             switch stage.limit {
-            case .throttle:
-                guard state.stageWindows[key] == nil, state.stageWindows.count >= capacity else { continue }
-                state.stageWindows = state.stageWindows.filter { t < $0.value.until }
-                guard state.stageWindows.count < capacity else { return false }
-            case .rate:
-                guard state.limits[key] == nil, state.limits.count >= capacity else { continue }
-                state.limits = state.limits.filter { !$0.value.isIdle(at: instant) }
-                guard state.limits.count < capacity else { return false }
-            case .concurrency:
-                guard state.slots[key] == nil, state.slots.count >= capacity else { continue }
-                state.slots = state.slots.filter { $0.value.values.contains { t < $0 } }
-                guard state.slots.count < capacity else { return false }
+            case .throttle: if state.stageWindows[key] == nil { windows.insert(key) }
+            case .rate: if state.limits[key] == nil { limits.insert(key) }
+            case .concurrency: if state.slots[key] == nil { slots.insert(key) }
             }
+        }
+        if !windows.isEmpty, state.stageWindows.count + windows.count > capacity {
+            state.stageWindows = state.stageWindows.filter { t < $0.value.until }
+            guard state.stageWindows.count + windows.count <= capacity else { return false }
+        }
+        if !limits.isEmpty, state.limits.count + limits.count > capacity {
+            let instant = Instant(nanoseconds: t)
+            state.limits = state.limits.filter { !$0.value.isIdle(at: instant) }
+            guard state.limits.count + limits.count <= capacity else { return false }
+        }
+        if !slots.isEmpty, state.slots.count + slots.count > capacity {
+            state.slots = state.slots.filter { $0.value.values.contains { t < $0 } }
+            guard state.slots.count + slots.count <= capacity else { return false }
         }
         return true
     }

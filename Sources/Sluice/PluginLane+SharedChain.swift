@@ -120,14 +120,21 @@ extension PluginLane {
                 refusal = .busy
             }
         }
+        if refusal == nil, isPending(token),
+            binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil
+        {
+            // This process took the record again meanwhile (this lease ran out while the chain
+            // was decided, and a later claim here won it): that execution answers for it.
+            refusal = .conflict
+        }
+        // `runClaimed` refuses to start under a lease the chain's round trips used too much of.
         if refusal == nil, isPending(token) {
             refusal = runClaimed(
                 request, token: token, identity: identity, lease: lease, sentAt: sentAt, limits: pass, shard: shard,
                 binding: binding)
             if refusal == nil { return }
-        } else if let pass {
-            giveBack(pass, now: shard.now)
         }
+        if let pass { giveBack(pass, now: shard.now) }
         // Nothing ran: the record goes back, so that nothing is stored for it.
         releaseRecord(storeKey(identity.record), lease: lease, attempt: 0, shard: shard)
         recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now)

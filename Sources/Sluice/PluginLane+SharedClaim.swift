@@ -302,13 +302,19 @@ extension PluginLane {
             if let decided { giveBack(decided, now: now) }
             return .shuttingDown
         }
+        let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
+        // A claim answered so late that the lease may run out before the first renewal starts
+        // nothing: another instance could take the record over and run it too.
+        guard held.mayStart(now: now) else {
+            if let decided { giveBack(decided, now: now) }
+            return .unavailable
+        }
         var pass = decided ?? .none
         if decided == nil, let refused = passLimits(request.input, now: now, into: &pass) { return refused }
         guard
             let execution = leadPending(
                 request, token: token, kind: .idempotent, record: identity.record, limits: pass, rateLimit: nil, shard: shard)
         else { return .busy }
-        let held = SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt)
         binding.flights[identity.record] = SharedLaneState.Flight(token: execution, fingerprint: identity.fingerprint)
         binding.held[execution] = held
         scheduleRenewal(

@@ -93,6 +93,14 @@ struct SharedRecordLease: Hashable, Sendable {
         return nextRenewal(after: now)
     }
 
+    /// Whether an effect may start under this lease at `now`: more than two thirds of it are
+    /// left, so that its first renewal (a third of the lease later) is sent while the commit
+    /// guard would still let it commit. A lease granted by an answer that came late, or held
+    /// while more of the request was decided (its limit chain, at the store), may start nothing.
+    func mayStart(now: Instant) -> Bool {
+        !isLost && deadline - now > length - length / 3
+    }
+
     /// Why the execution may not commit at `now`, or `nil` when it may. It may not commit when:
     /// - the store said another owner took the record;
     /// - the lease cannot be renewed now (`storeReachable` is false, or the last renewal got no

@@ -27,8 +27,10 @@ struct StagedStoreAdmission {
         /// Decided: answer `admission`, after giving back what `giveBack` names (every earlier
         /// step of a refused request; nothing when admitted).
         case decided(StoreAdmission, giveBack: [(range: Range<Int>, admission: StoreAdmission)])
-        /// The store failed: give back what `giveBack` names, then let the failure mode decide.
-        case failed(StoreError, giveBack: [(range: Range<Int>, admission: StoreAdmission)])
+        /// The store failed deciding the stages in `step`: give back what `giveBack` names and
+        /// the slots `step` may have taken (its answer may be lost while its change landed), then
+        /// let the failure mode decide.
+        case failed(StoreError, step: Range<Int>, giveBack: [(range: Range<Int>, admission: StoreAdmission)])
     }
 
     /// The steps of `places` (stage *i*'s place at *i*): consecutive stages of one place are one
@@ -58,7 +60,7 @@ struct StagedStoreAdmission {
         let admission: StoreAdmission
         switch answer {
         case .success(let answered): admission = answered
-        case .failure(let error): return .failed(error, giveBack: taken)
+        case .failure(let error): return .failed(error, step: range, giveBack: taken)
         }
         verdicts.append(contentsOf: admission.verdicts)
         shadowRefusals.append(contentsOf: admission.shadowRefusals.map { $0 + range.lowerBound })
@@ -96,7 +98,10 @@ extension SharedStore {
     ) {
         let staged = StagedStoreAdmission(places: stages.map { place(of: $0) })
         if staged.isOneStep {
-            admit(stages, cost: cost, owner: owner, on: loop, completion)
+            admit(stages, cost: cost, owner: owner, on: loop) { answer in
+                if case .failure = answer { self.releaseSlots(stages, owner: owner, on: loop) }
+                completion(answer)
+            }
             return
         }
         carryOut(staged.first, staged, stages, cost: cost, owner: owner, on: loop, completion)
@@ -118,13 +123,24 @@ extension SharedStore {
         }
     }
 
+    /// Frees whatever slot `owner` may hold in the concurrency stages among `stages` (all in one
+    /// place): a decision whose answer was lost may have taken them. Harmless when it did not.
+    func releaseSlots(_ stages: [StoreStage], owner: String, on loop: EventLoop) {
+        var slots = StoreAdmission(result: .admitted, verdicts: [])
+        for (index, stage) in stages.enumerated() {
+            if case .concurrency = stage.limit { slots.hold.insert(index) }
+        }
+        guard !slots.hold.isEmpty else { return }
+        giveBack(stages, admission: slots, cost: 0, owner: owner, on: loop) { _ in }
+    }
+
     /// Renews `owner`'s slots in the concurrency stages among `stages`, one call per place;
     /// answers how many it still held, or the first failure.
     public func renewChainSlots(
         _ stages: [StoreStage], owner: String, on loop: EventLoop,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
-        let slots = stages.filter { if case .concurrency = $0.limit { !$0.shadow } else { false } }
+        let slots = stages.filter { if case .concurrency = $0.limit { true } else { false } }
         let steps = StagedStoreAdmission(places: slots.map { place(of: $0) }).steps
         guard !steps.isEmpty else {
             loop.execute { completion(.success(0)) }
@@ -157,7 +173,8 @@ extension SharedStore {
             } else {
                 completion(.success(admission))
             }
-        case .failed(let error, let giveBack):
+        case .failed(let error, let step, let giveBack):
+            releaseSlots(Array(stages[step]), owner: owner, on: loop)
             for taken in giveBack {
                 self.giveBack(Array(stages[taken.range]), admission: taken.admission, cost: cost, owner: owner, on: loop) { _ in }
             }

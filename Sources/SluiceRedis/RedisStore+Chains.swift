@@ -54,7 +54,8 @@ extension RedisStore {
     /// The admit script's reply as an admission, or `nil` when it is not one.
     static func admission(_ reply: RedisReply, stages: [StoreStage]) -> StoreAdmission? {
         guard let fields = reply.array, fields.count == 3, let refusing = fields[0].int, let answers = fields[1].array,
-            let shadows = fields[2].array, refusing >= 0, refusing <= stages.count, answers.count <= stages.count
+            let shadows = fields[2].array, refusing >= 0, refusing <= stages.count,
+            answers.count == (refusing == 0 ? stages.count : refusing)
         else { return nil }
         var admission = StoreAdmission(result: refusing == 0 ? .admitted : .refused(stage: refusing - 1), verdicts: [])
         for (index, answer) in answers.enumerated() {
@@ -82,7 +83,6 @@ extension RedisStore {
             guard let index = shadow.int, index >= 0, index < stages.count else { return nil }
             admission.shadowRefusals.append(index)
         }
-        guard refusing != 0 || answers.count == stages.count else { return nil }
         return admission
     }
 

@@ -34,6 +34,16 @@ import Testing
         #expect(held.commitRefusal(now: Self.at(1_200), storeReachable: true, storeAddress: "s", execution: EventToken(1)) == nil)
     }
 
+    @Test func anEffectStartsOnlyWhileMoreThanTwoThirdsOfTheLeaseAreLeft() {
+        // Claimed at 1 s with a 30 s lease: the first renewal, a third of the lease after the
+        // start, must leave while the commit guard still lets the effect commit.
+        let held = SharedRecordLease(Self.lease, length: Self.length, claimSentAt: Self.at(1_000))
+        #expect(held.mayStart(now: Self.at(1_000)))
+        #expect(held.mayStart(now: Self.at(10_999)))
+        #expect(!held.mayStart(now: Self.at(11_000)))
+        #expect(!held.mayStart(now: Self.at(40_000)))
+    }
+
     @Test func aRenewalExtendsTheLeaseFromWhenItWasSentNeverShortensIt() {
         var held = SharedRecordLease(Self.lease, length: Self.length, claimSentAt: Self.at(0))
         #expect(held.answered(.renewed, renewing: Self.lease, sentAt: Self.at(10_000), now: Self.at(12_000)) == .renew(at: Self.at(22_000)))

@@ -20,6 +20,8 @@ import Testing
         let renewals = Atomic<Int>(0)
         let dropsRenewals = Atomic<Bool>(false)
         let failsAdmits = Atomic<Bool>(false)
+        let holdsNextAdmit = Atomic<Bool>(false)
+        private let heldAdmits = Mutex<[@Sendable () -> Void]>([])
 
         init(_ inner: MemoryStore, keyedPlaces: Bool = false) {
             self.inner = inner
@@ -35,11 +37,26 @@ import Testing
             _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
         ) {
             admits.add(1, ordering: .relaxed)
+            if holdsNextAdmit.exchange(false, ordering: .relaxed) {
+                // Held back (as a slow network may), until the test lets it through.
+                let inner = self.inner
+                heldAdmits.withSanitizedLock { $0.append { inner.admit(stages, cost: cost, owner: owner, on: loop, completion) } }
+                return
+            }
             guard !failsAdmits.load(ordering: .relaxed) else {
                 loop.execute { completion(.failure(StoreError(code: .timeout, message: "the chain's answer was lost"))) }
                 return
             }
             inner.admit(stages, cost: cost, owner: owner, on: loop, completion)
+        }
+
+        /// Lets the decisions held back reach the store now.
+        func letHeldAdmitsThrough() {
+            let held = heldAdmits.withSanitizedLock { held in
+                defer { held = [] }
+                return held
+            }
+            for admit in held { admit() }
         }
 
         func giveBack(
@@ -287,6 +304,51 @@ import Testing
         #expect(processor.charges.current == 1)
     }
 
+    /// A claim granted, then its chain's answer late (a slow store): by then the record's lease
+    /// ran out and another instance claimed it and ran the effect. The late answer starts nothing.
+    @Test func aChainAnsweredAfterTheLeaseRanOutStartsNothing() async throws {
+        let (fleet, a, b) = try makeFleet {
+            ProbePlugin(
+                policy: .idempotent(try IdempotencyOptions(retention: .seconds(600), lease: .seconds(3))),
+                limits: [try .rate("r", try RateLimitOptions(count: 100, per: minute, burst: 100)) { $0.key }],
+                sleeping(.seconds(5)))
+        }
+        defer { fleet.shutdown() }
+        fleet.store.holdsNextAdmit.store(true, ordering: .relaxed)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
+        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        await fleet.advance(by: .seconds(4))
+        let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "k", payload: "p")))
+        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        fleet.store.letHeldAdmitsThrough()
+        try await pollUntil { first.resolvedOutcome != nil || a.plugin.counts.startedCount > 0 }
+        for _ in 0..<6 { await fleet.advance(by: .seconds(1)) }
+        #expect(await first.outcome.kind == "unavailable")
+        #expect(await second.outcome.kind == "ran")
+        #expect(b.plugin.counts.startedCount + a.plugin.counts.startedCount == 1)
+    }
+
+    @Test func aShadowSlotIsRenewedWhileItsEffectRuns() async throws {
+        let (fleet, a, b) = try makeFleet {
+            ProbePlugin(
+                policy: .rateLimit(try RateLimitOptions(count: 100, per: minute, burst: 100)),
+                limits: [try .concurrency("slots", limit: 1, shadow: true) { _ in "all" }], sleeping(.seconds(60)))
+        }
+        defer { fleet.shutdown() }
+        _ = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "x", payload: "1")))
+        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        // Past the slot's ten-second lease: renewed, the shadow slot still counts.
+        for _ in 0..<20 {
+            await fleet.advance(by: .seconds(1))
+            try await pollUntil { fleet.store.inner.calls >= fleet.store.renewals.load(ordering: .relaxed) }
+        }
+        let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "2")))
+        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        await fleet.advance(by: .seconds(60))
+        #expect(await second.outcome.kind == "ran")
+        #expect(await fleet.b.gate.statistics().shadowRefusals["probe"] == ["slots": 1])
+    }
+
     // MARK: - The steps' state machine
 
     @Test func stagesInOnePlaceAreOneStep() {
@@ -321,10 +383,13 @@ import Testing
         let slot = StoreAdmission(
             result: .admitted, verdicts: [.stage(.concurrency(limit: 1, inFlight: 1, allowed: true))], hold: hold([0]))
         _ = failing.answered(.success(slot))
-        guard case .failed(_, let giveBack) = failing.answered(.failure(StoreError(code: .timeout, message: "slow"))) else {
+        guard case .failed(_, let step, let giveBack) = failing.answered(.failure(StoreError(code: .timeout, message: "slow")))
+        else {
             Issue.record("failed")
             return
         }
+        // The failed step's slots are freed too: its answer may be lost while its change landed.
+        #expect(step == 1..<2)
         #expect(giveBack.map(\.range) == [0..<1])
         var admitted = StagedStoreAdmission(places: [1, 2])
         _ = admitted.answered(.success(slot))
