@@ -54,6 +54,8 @@ let package = Package(
         // Built only with the `Hummingbird` trait; its own default traits (swift-configuration
         // support, full Foundation) are not needed by the middleware.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        // Only for the test that names NIO's loops beside Sluice's (Hummingbird brings it anyway).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // MARK: C layer
@@ -256,6 +258,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
             ]
         ),
         .testTarget(

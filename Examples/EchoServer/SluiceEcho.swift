@@ -57,7 +57,7 @@ struct SluiceEcho: AsyncParsableCommand {
     var payConcurrent: PayConcurrency?
 
     @Option(help: "How many event loops (threads) to run; default: one per core.")
-    var loops: Int = EventLoopGroup.coreCount
+    var loops: Int = SluiceLoopGroup.coreCount
 
     @Option(name: .customLong("tap-window-ms"), help: "TAP: the throttle window per key, in milliseconds.")
     var tapWindowMilliseconds = 1000
@@ -326,7 +326,7 @@ struct SluiceEcho: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "sluice-echo")
-        let group = try EventLoopGroup(loopCount: loops, namePrefix: "echo-loop")
+        let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "echo-loop")
         defer { group.shutdownGracefully() }
         var store = PluginStore.memory
         var redisStore: RedisStore?

@@ -12,7 +12,7 @@ let payments = try IdempotencyRule(name: "pay", options: .payment, in: &plugins)
 let payLimit = try RateLimitRule(name: "pay-limit", limit: RateLimitOptions(count: 10, per: .seconds(60), burst: 4), in: &plugins)
 let likes = try ThrottleRule(name: "like", window: .seconds(1), in: &plugins)
 let searches = try RateLimitRule(name: "search", limit: RateLimitOptions(count: 5, per: .seconds(1), burst: 9), in: &plugins)
-let group = try EventLoopGroup(loopCount: 1)
+let group = try SluiceLoopGroup(loopCount: 1)
 let gate = try Gate(group: group, plugins: plugins)
 
 /// Who is calling: the bearer token stands in for the user an authentication middleware names.

@@ -15,7 +15,7 @@ public protocol ChargeLedger: Sendable {
     ///
     /// - Throws: ``ChargeLedgerError`` when the ledger cannot answer: then nothing is known
     ///   about the call, and only a retry with the same record can tell.
-    func charge(_ call: LedgerCall, on loop: EventLoop) async throws(ChargeLedgerError) -> LedgerAnswer
+    func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer
 }
 
 /// One call to a ``ChargeLedger``.

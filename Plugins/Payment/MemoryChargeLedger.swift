@@ -25,7 +25,7 @@ public final class MemoryChargeLedger: ChargeLedger {
     /// A ledger keeping each charge `retention`, at most `capacity` of them, on the clock `now`.
     public init(
         retention: Duration = .seconds(24 * 60 * 60), capacity: Int = 1 << 20,
-        now: @escaping @Sendable () -> Instant = { EventLoop.monotonicNow() }
+        now: @escaping @Sendable () -> Instant = { SluiceLoop.monotonicNow() }
     ) {
         self.retention = retention
         self.capacity = max(1, capacity)
@@ -46,7 +46,7 @@ public final class MemoryChargeLedger: ChargeLedger {
         }
     }
 
-    public func charge(_ call: LedgerCall, on loop: EventLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
+    public func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
         let t = now()
         let capacity = self.capacity
         let retention = self.retention

@@ -32,7 +32,7 @@ public final class RedisChargeLedger: ChargeLedger {
 
     /// A ledger on `endpoint`, with a connection on each loop of `group`, keeping each charge
     /// `retention`; call ``start()``.
-    public init(endpoint: RedisEndpoint, group: EventLoopGroup, retention: Duration, logger: Logger = Logger(label: "sluice.ledger")) {
+    public init(endpoint: RedisEndpoint, group: SluiceLoopGroup, retention: Duration, logger: Logger = Logger(label: "sluice.ledger")) {
         self.endpoint = endpoint
         self.retentionMilliseconds = max(1, retention.nanosecondsClamped / 1_000_000)
         var connections: [ObjectIdentifier: RedisConnection] = [:]
@@ -55,7 +55,7 @@ public final class RedisChargeLedger: ChargeLedger {
         }
     }
 
-    public func charge(_ call: LedgerCall, on loop: EventLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
+    public func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
         guard let connection = connections[ObjectIdentifier(loop)] ?? connections.values.first else {
             throw ChargeLedgerError(code: .unavailable, message: "no ledger connection", value: call.record)
         }

@@ -64,7 +64,7 @@ public struct EffectContext: Sendable {
     }
 
     /// The loop the effect runs on (the key's loop).
-    public var loop: EventLoop { shard.loop }
+    public var loop: SluiceLoop { shard.loop }
 
     /// The shard's clock.
     public var clock: any GateClock { shard.clock }

@@ -7,7 +7,7 @@ import Synchronization
 /// The one entry point of Sluice: embedders and every front submit typed requests here and get
 /// typed ``GateOutcome``s back.
 ///
-/// A gate runs over an `EventLoopGroup` with one shard per loop; it opens no socket of its
+/// A gate runs over a `SluiceLoopGroup` with one shard per loop; it opens no socket of its
 /// own. A key belongs to one shard (chosen by a stable hash of the key), so every request for a
 /// key is decided under that shard's lock, in order, on whichever thread asks; the shard's loop
 /// drives the key's timers and runs its effects. Its sweeps of idle keys start with it.
@@ -36,7 +36,7 @@ import Synchronization
 /// accepting before it drains.
 public final class Gate: Service, Sendable {
     /// The loops.
-    public let group: EventLoopGroup
+    public let group: SluiceLoopGroup
     /// The options.
     public let options: GateOptions
     /// The root cancellation scope (the server).
@@ -69,11 +69,11 @@ public final class Gate: Service, Sendable {
     ///   - clock: makes each shard's clock from its loop (tests pass a manual one).
     /// - Throws: ``GateError`` for bad options or a plugin budget too small for its table.
     public init(
-        group: EventLoopGroup,
+        group: SluiceLoopGroup,
         plugins: PluginRegistry,
         options: GateOptions = GateOptions(),
         logger: Logger = Logger(label: "sluice.gate"),
-        clock: @Sendable (EventLoop) -> any GateClock = { LoopGateClock(loop: $0) }
+        clock: @Sendable (SluiceLoop) -> any GateClock = { LoopGateClock(loop: $0) }
     ) throws(GateError) {
         try options.validate()
         self.group = group
@@ -119,7 +119,7 @@ public final class Gate: Service, Sendable {
     }
 
     /// The loop that owns `key`.
-    public func loop(forKey key: String) -> EventLoop {
+    public func loop(forKey key: String) -> SluiceLoop {
         shards[shardIndex(forKey: key)].loop
     }
 

@@ -27,14 +27,14 @@ extension LoopTimer: GateTimer {}
 /// same clock elsewhere), and loop timers.
 public struct LoopGateClock: GateClock {
     /// The loop.
-    public let loop: EventLoop
+    public let loop: SluiceLoop
 
     /// A clock for `loop`.
-    public init(loop: EventLoop) {
+    public init(loop: SluiceLoop) {
         self.loop = loop
     }
 
-    public var now: Instant { loop.inEventLoop ? loop.now : EventLoop.monotonicNow() }
+    public var now: Instant { loop.inEventLoop ? loop.now : SluiceLoop.monotonicNow() }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         loop.schedule(at: deadline, body)

@@ -18,14 +18,14 @@ public struct GateRequest<Plugin: GatePlugin>: Sendable {
     public let scope: GateScope
     /// The loop of the shard that owns the key: it drives the key's timers and runs its effects'
     /// tasks (a decision runs on the caller's thread).
-    public let loop: EventLoop
+    public let loop: SluiceLoop
     /// The shard that owns the key.
     @usableFromInline let shardIndex: Int
 
     @inlinable
     init(
         plugin: PluginHandle<Plugin>, input: Plugin.Input, key: String, effectID: EffectID, scope: GateScope,
-        loop: EventLoop, shardIndex: Int
+        loop: SluiceLoop, shardIndex: Int
     ) {
         self.plugin = plugin
         self.input = input

@@ -20,7 +20,7 @@ final class GateShard: @unchecked Sendable {
     // `@exclusivity(unchecked)`: the lock orders every access, and no access overlaps another).
 
     /// The loop that drives this shard's timers and runs its effects' tasks.
-    @usableFromInline let loop: EventLoop
+    @usableFromInline let loop: SluiceLoop
     /// Where `now` and timers come from.
     @usableFromInline let clock: any GateClock
     /// The shard's position in the gate.
@@ -53,7 +53,7 @@ final class GateShard: @unchecked Sendable {
     var drainSignal: DrainSignal?
 
     init(
-        loop: EventLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], epochWatches: [StoreEpochWatch],
+        loop: SluiceLoop, clock: any GateClock, index: Int, plugins: [RegisteredPlugin], epochWatches: [StoreEpochWatch],
         limits: [PluginLimits], shardCount: Int, options: GateOptions, counters: GateCounters
     ) throws(SluiceError) {
         self.loop = loop

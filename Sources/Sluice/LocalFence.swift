@@ -6,7 +6,7 @@ import SluiceLibevent
 /// record (past the counter's bits it carries into the epoch's: still growing).
 enum LocalFence {
     /// The wall clock's millisecond at first use.
-    static let epoch = UInt64(clamping: EventLoop.wallClockMilliseconds())
+    static let epoch = UInt64(clamping: SluiceLoop.wallClockMilliseconds())
 
     /// The fence of execution `token`.
     static func of(_ token: EventToken) -> FencingToken {

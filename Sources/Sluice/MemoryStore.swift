@@ -41,7 +41,7 @@ public final class MemoryStore: SharedStore {
     /// `capacity` keys of each kind. Its first epoch is the wall clock's millisecond (`epoch`,
     /// when given), so that a store made again after a restart grants greater fences.
     public init(
-        capacity: Int = 1 << 20, epoch: UInt64? = nil, now: @escaping @Sendable () -> Instant = { EventLoop.monotonicNow() }
+        capacity: Int = 1 << 20, epoch: UInt64? = nil, now: @escaping @Sendable () -> Instant = { SluiceLoop.monotonicNow() }
     ) {
         self.capacity = max(1, capacity)
         self.now = now
@@ -49,7 +49,7 @@ public final class MemoryStore: SharedStore {
     }
 
     private static func wallClockMillisecond() -> UInt64 {
-        UInt64(clamping: EventLoop.wallClockMilliseconds())
+        UInt64(clamping: SluiceLoop.wallClockMilliseconds())
     }
 
     /// Forgets every window, limit and record, as a store restarted without persistence would,
@@ -81,12 +81,12 @@ public final class MemoryStore: SharedStore {
     public var calls: Int { state.withSanitizedLock { $0.calls } }
 
     /// Whether it is switched on (``setAvailable(_:)``).
-    public func isReachable(on loop: EventLoop) -> Bool {
+    public func isReachable(on loop: SluiceLoop) -> Bool {
         state.withSanitizedLock { $0.available }
     }
 
     private func answer<Value: Sendable>(
-        on loop: EventLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
+        on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         _ body: (inout State, Int64) -> Result<Value, StoreError>
     ) {
         let t = now().nanoseconds
@@ -106,7 +106,7 @@ public final class MemoryStore: SharedStore {
     private static let full = StoreError(code: .unavailable, message: "the memory store is full")
 
     public func throttle(
-        _ key: StoreKey, interval: Duration, on loop: EventLoop,
+        _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
     ) {
         let window = interval.nanosecondsClamped
@@ -124,7 +124,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func rateLimit(
-        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -141,7 +141,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -169,7 +169,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -186,7 +186,7 @@ public final class MemoryStore: SharedStore {
 
     public func complete(
         _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-        on loop: EventLoop,
+        on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -202,7 +202,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func release(
-        _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -217,7 +217,7 @@ public final class MemoryStore: SharedStore {
     // MARK: - Chains
 
     public func admit(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -307,7 +307,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func giveBack(
-        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in
@@ -332,7 +332,7 @@ public final class MemoryStore: SharedStore {
     }
 
     public func renewSlots(
-        _ stages: [StoreStage], owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
         answer(on: loop, completion) { state, t in

@@ -187,7 +187,7 @@ extension PluginLane {
     ) -> GateOutcome<Output>? {
         let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index, execution: nil)
         // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap.
-        let start = EventLoop.monotonicNow().nanoseconds
+        let start = SluiceLoop.monotonicNow().nanoseconds
         let result: Result<Output, any Error>
         do {
             guard let output = try handle.plugin.runImmediately(request.input, context: context) else { return nil }
@@ -195,7 +195,7 @@ extension PluginLane {
         } catch {
             result = .failure(error)
         }
-        metrics.effectDuration.recordNanoseconds(EventLoop.monotonicNow().nanoseconds &- start)
+        metrics.effectDuration.recordNanoseconds(SluiceLoop.monotonicNow().nanoseconds &- start)
         // It has ended: its concurrency slots are free again.
         endLimits(pass)
         return outcome(result, reason: nil, source: .executed, rateLimit: decision, limits: pass.reports)

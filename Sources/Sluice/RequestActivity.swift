@@ -26,9 +26,9 @@ public final class RequestActivity: Sendable {
 
     /// Returns once no request has arrived for `quiet`, or after `limit` at most.
     public func waitForQuiet(_ quiet: Duration = .milliseconds(100), atMost limit: Duration = .seconds(2)) async {
-        let deadline = EventLoop.monotonicNow() + limit
+        let deadline = SluiceLoop.monotonicNow() + limit
         while true {
-            let now = EventLoop.monotonicNow()
+            let now = SluiceLoop.monotonicNow()
             let since = now - Instant(nanoseconds: last.load(ordering: .relaxed))
             if since >= quiet || now >= deadline { return }
             try? await Task.sleep(for: min(quiet - since, deadline - now))

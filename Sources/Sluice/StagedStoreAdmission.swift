@@ -93,7 +93,7 @@ extension SharedStore {
     /// otherwise step by step, a refusal or a failure giving back
     /// what the earlier steps took. Completes on `loop`, never from inside the call.
     public func admitChain(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         let staged = StagedStoreAdmission(places: stages.map { place(of: $0) })
@@ -110,7 +110,7 @@ extension SharedStore {
     /// Gives back what `admission` (an answer of ``admitChain(_:cost:owner:on:_:)`` for
     /// `stages`) holds, one call per place. What the store does not take is not asked again: a
     /// rate refund lost refuses more, never less, and a slot comes free when its lease runs out.
-    public func giveBackChain(_ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop) {
+    public func giveBackChain(_ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop) {
         guard !admission.hold.isEmpty else { return }
         for range in StagedStoreAdmission(places: stages.map { place(of: $0) }).steps {
             var part = StoreAdmission(result: .admitted, verdicts: [])
@@ -125,7 +125,7 @@ extension SharedStore {
 
     /// Frees whatever slot `owner` may hold in the concurrency stages among `stages` (all in one
     /// place): a decision whose answer was lost may have taken them. Harmless when it did not.
-    func releaseSlots(_ stages: [StoreStage], owner: String, on loop: EventLoop) {
+    func releaseSlots(_ stages: [StoreStage], owner: String, on loop: SluiceLoop) {
         var slots = StoreAdmission(result: .admitted, verdicts: [])
         for (index, stage) in stages.enumerated() {
             if case .concurrency = stage.limit { slots.hold.insert(index) }
@@ -137,7 +137,7 @@ extension SharedStore {
     /// Renews `owner`'s slots in the concurrency stages among `stages`, one call per place;
     /// answers how many it still held, or the first failure.
     public func renewChainSlots(
-        _ stages: [StoreStage], owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
         let slots = stages.filter { if case .concurrency = $0.limit { true } else { false } }
@@ -154,7 +154,7 @@ extension SharedStore {
 
     private func carryOut(
         _ step: StagedStoreAdmission.Step, _ staged: StagedStoreAdmission, _ stages: [StoreStage], cost: Int,
-        owner: String, on loop: EventLoop,
+        owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         switch step {

@@ -17,7 +17,7 @@ final class StoreLimitHold: Sendable {
     let owner: String
     let cost: Int
     private let store: any SharedStore
-    private let loop: EventLoop
+    private let loop: SluiceLoop
     private let clock: any GateClock
     private let slotsLost: Counter
     /// The concurrency stages it holds (shadow ones included), and their shortest lease.
@@ -36,7 +36,7 @@ final class StoreLimitHold: Sendable {
 
     init(
         stages: [StoreStage], admission: StoreAdmission, owner: String, cost: Int, store: any SharedStore,
-        loop: EventLoop, clock: any GateClock, slotsLost: Counter
+        loop: SluiceLoop, clock: any GateClock, slotsLost: Counter
     ) {
         self.stages = stages
         self.admission = admission

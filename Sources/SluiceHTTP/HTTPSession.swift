@@ -96,7 +96,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
     public func connection(_ connection: TCPConnection, received bytes: UnsafeRawBufferPointer) -> Int {
         var offset = 0
         var completed = false
-        let turnEnds = front.configuration.http.turnDuration.map { EventLoop.monotonicNow() + $0 }
+        let turnEnds = front.configuration.http.turnDuration.map { SluiceLoop.monotonicNow() + $0 }
         var sinceClockCheck = 0
         while offset < bytes.count, !state.pointee.stopped, connection.acceptsInput {
             let window = UnsafeRawBufferPointer(rebasing: bytes[offset...])
@@ -118,7 +118,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
                 sinceClockCheck += 1
                 if sinceClockCheck == 8 {
                     sinceClockCheck = 0
-                    if EventLoop.monotonicNow() >= turnEnds, offset < bytes.count, connection.acceptsInput, !state.pointee.stopped {
+                    if SluiceLoop.monotonicNow() >= turnEnds, offset < bytes.count, connection.acceptsInput, !state.pointee.stopped {
                         connection.yieldTurn()
                         break
                     }

@@ -27,7 +27,7 @@ final class LoopScratch {
 
     /// Connections that used up their turn, or read a full buffer (so more is waiting): the
     /// loop serves them in this order, a bounded slice of time per pass, after the sockets that
-    /// became ready (see `EventLoop.waitForTurn(_:)`).
+    /// became ready (see `SluiceLoop.waitForTurn(_:)`).
     var turnWaiters: [TCPConnection] = []
     /// The first waiter not served yet.
     var turnHead = 0

@@ -86,11 +86,11 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.reusePort = reusePort
     }
 
-    /// Checks every field; throws ``EventLoopError`` with code `.invalidArgument` naming the
+    /// Checks every field; throws ``SluiceLoopError`` with code `.invalidArgument` naming the
     /// first field that is out of range.
-    public func validate() throws(EventLoopError) {
-        func fail(_ message: String, _ input: some CustomStringConvertible) throws(EventLoopError) {
-            throw EventLoopError(code: .invalidArgument, message: message, input: input.description)
+    public func validate() throws(SluiceLoopError) {
+        func fail(_ message: String, _ input: some CustomStringConvertible) throws(SluiceLoopError) {
+            throw SluiceLoopError(code: .invalidArgument, message: message, input: input.description)
         }
         if !(0...65535).contains(port) { try fail("port must be 0...65535", port) }
         if maximumLineLength < 1 { try fail("maximumLineLength must be at least 1", maximumLineLength) }

@@ -59,7 +59,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     }
 
     /// The loop that owns this connection.
-    public let loop: EventLoop
+    public let loop: SluiceLoop
     /// A process-unique id (per loop, mixed with the loop's index by the server).
     public let id: UInt64
     /// The peer's address, e.g. `127.0.0.1:53422`.
@@ -134,14 +134,14 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     public var isOpen: Bool { state.pointee.open }
 
     init(
-        loop: EventLoop,
+        loop: SluiceLoop,
         id: UInt64,
         socket: Int32,
         remoteAddress: String,
         configuration: TCPConfiguration,
         accounting: ConnectionAccounting? = nil,
         onClose: @escaping (TCPConnection) -> Void
-    ) throws(EventLoopError) {
+    ) throws(SluiceLoopError) {
         loop.assertInEventLoop()
         self.loop = loop
         self.id = id
@@ -161,7 +161,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             systemClose(socket)
             state.deinitialize(count: 1)
             state.deallocate()
-            throw EventLoopError(code: .baseCreationFailed, message: "event_new failed for a connection", input: remoteAddress)
+            throw SluiceLoopError(code: .baseCreationFailed, message: "event_new failed for a connection", input: remoteAddress)
         }
         state.pointee.readEvent = read
         state.pointee.writeEvent = write
@@ -577,7 +577,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             state.pointee.timerEvent = event_new(loop.base, -1, 0, tcpConnectionTimerCallback, Unmanaged.passUnretained(self).toOpaque())
         }
         guard let event = state.pointee.timerEvent else { return }
-        let delay = max(.zero, deadline - EventLoop.monotonicNow())
+        let delay = max(.zero, deadline - SluiceLoop.monotonicNow())
         var tv = timeval(duration: delay)
         event_add(event, &tv)
         state.pointee.timerArmedAt = deadline
@@ -586,7 +586,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     fileprivate func timerFired() {
         state.pointee.timerArmedAt = nil
         guard state.pointee.open else { return }
-        let now = EventLoop.monotonicNow()
+        let now = SluiceLoop.monotonicNow()
         let s = state.pointee
         if s.lingering {
             if now >= s.lingerUntil {
@@ -734,7 +734,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         }
         _ = shutdown(state.pointee.socket, Int32(SHUT_WR))
         state.pointee.lingering = true
-        state.pointee.lingerUntil = EventLoop.monotonicNow() + Self.lingerDuration
+        state.pointee.lingerUntil = SluiceLoop.monotonicNow() + Self.lingerDuration
         state.pointee.input.release()
         accountBuffers()
         updateReading()

@@ -61,7 +61,7 @@ final class LineFramingHandler: TCPConnectionHandler {
 
     func connection(_ connection: TCPConnection, received bytes: UnsafeRawBufferPointer) -> Int {
         let lines = self.lines
-        let turnEnds = turnDuration.map { EventLoop.monotonicNow() + $0 }
+        let turnEnds = turnDuration.map { SluiceLoop.monotonicNow() + $0 }
         var sinceClockCheck = 0
         var turnOver = false
         var handed = false
@@ -77,7 +77,7 @@ final class LineFramingHandler: TCPConnectionHandler {
                 sinceClockCheck += 1
                 if sinceClockCheck == Self.linesPerClockCheck {
                     sinceClockCheck = 0
-                    turnOver = EventLoop.monotonicNow() >= turnEnds
+                    turnOver = SluiceLoop.monotonicNow() >= turnEnds
                 }
             }
             return connection.acceptsInput && !turnOver

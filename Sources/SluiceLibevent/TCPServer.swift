@@ -13,7 +13,7 @@ import SluiceCore
 /// ```
 public final class TCPServer: Sendable {
     /// The loops this server listens on.
-    public let group: EventLoopGroup
+    public let group: SluiceLoopGroup
     /// The configuration it was bound with.
     public let configuration: TCPConfiguration
     /// The port actually bound (differs from the configuration's when that was 0).
@@ -22,7 +22,7 @@ public final class TCPServer: Sendable {
     private let accounting: ConnectionAccounting
 
     private init(
-        group: EventLoopGroup, configuration: TCPConfiguration, port: Int, listeners: [TCPListener],
+        group: SluiceLoopGroup, configuration: TCPConfiguration, port: Int, listeners: [TCPListener],
         accounting: ConnectionAccounting
     ) {
         self.accounting = accounting
@@ -45,10 +45,10 @@ public final class TCPServer: Sendable {
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
     ///   - makeLineHandler: makes each connection's line handler, on the accepting loop's thread.
-    /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
+    /// - Throws: ``SluiceLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
-        group: EventLoopGroup,
+        group: SluiceLoopGroup,
         configuration: TCPConfiguration,
         refusal: [UInt8] = [],
         accounting: ConnectionAccounting? = nil,
@@ -66,10 +66,10 @@ public final class TCPServer: Sendable {
     /// - Parameters: as for the line server above, but `refusal` makes the refusal's bytes (for
     ///   each refused connection: an answer that carries the time, say), and `makeHandler`
     ///   makes a byte handler.
-    /// - Throws: ``EventLoopError``: `.invalidArgument` for a bad configuration,
+    /// - Throws: ``SluiceLoopError``: `.invalidArgument` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
-        group: EventLoopGroup,
+        group: SluiceLoopGroup,
         configuration: TCPConfiguration,
         refusal: @escaping @Sendable () -> [UInt8] = { [] },
         accounting: ConnectionAccounting? = nil,
@@ -87,7 +87,7 @@ public final class TCPServer: Sendable {
                 let sharing = sharedSocket
                 // The bound port comes back with the listener, read on the loop that made it.
                 let (listener, listenerPort, socket) = try await loop.submit {
-                    () throws(EventLoopError) -> (TCPListener, Int, Int32?) in
+                    () throws(SluiceLoopError) -> (TCPListener, Int, Int32?) in
                     let listener = try TCPListener(
                         loop: loop, loopIndex: index, port: boundPort, sharing: sharing, configuration: configuration,
                         accounting: accounting, refusal: refusal, logger: logger, makeHandler: makeHandler)

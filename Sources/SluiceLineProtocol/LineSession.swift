@@ -6,7 +6,7 @@ import Sluice
 /// Called on ``loop``'s thread only.
 public protocol SessionTransport: AnyObject, Sendable {
     /// The loop the session runs on.
-    var loop: EventLoop { get }
+    var loop: SluiceLoop { get }
     /// A process-unique id for the session.
     var id: UInt64 { get }
     /// Appends reply bytes; returns `false` when the transport is closed.

@@ -21,7 +21,7 @@ public final class GateHarness: Sendable {
     /// The gate.
     public let gate: Gate
     /// The loops.
-    public let group: EventLoopGroup
+    public let group: SluiceLoopGroup
 
     /// A harness with `loops` loops (one shard each) running `plugins`, on `clock` (a fresh
     /// manual clock unless another component, such as a `MemoryStore`, must read the same one).
@@ -29,7 +29,7 @@ public final class GateHarness: Sendable {
         plugins: PluginRegistry, loops: Int = 1, options: GateOptions = GateOptions(),
         clock: ManualGateClock = ManualGateClock()
     ) throws {
-        let group = try EventLoopGroup(loopCount: loops, namePrefix: "harness")
+        let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "harness")
         do {
             gate = try Gate(group: group, plugins: plugins, options: options, clock: { _ in clock })
         } catch {

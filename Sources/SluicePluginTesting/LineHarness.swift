@@ -25,7 +25,7 @@ public final class LineHarness: Sendable {
     public let gate: Gate
     /// The server whose sessions the clients use (never bound to a port).
     public let server: LineServer
-    private let group: EventLoopGroup
+    private let group: SluiceLoopGroup
     private let nextClientID = Atomic<UInt64>(0)
     /// Every client connected, so that shutting down can release their sessions.
     private let clients = Mutex<[HarnessClient]>([])
@@ -36,7 +36,7 @@ public final class LineHarness: Sendable {
         options: GateOptions = GateOptions()
     ) throws {
         let clock = ManualGateClock()
-        let group = try EventLoopGroup(loopCount: 1, namePrefix: "line-harness")
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "line-harness")
         do {
             gate = try Gate(group: group, plugins: plugins, options: options, clock: { _ in clock })
             server = try LineServer(gate: gate, verbs: verbs, configuration: configuration)
@@ -77,13 +77,13 @@ public final class LineHarness: Sendable {
 
 /// A client of a ``LineHarness``: sends request lines and collects the reply lines.
 public final class HarnessClient: SessionTransport, Sendable {
-    public let loop: EventLoop
+    public let loop: SluiceLoop
     public let id: UInt64
     private let session = Mutex<LineSession?>(nil)
     private let replies = Mutex<[String]>([])
     private let closedFlag = Atomic<Bool>(false)
 
-    init(loop: EventLoop, id: UInt64) {
+    init(loop: SluiceLoop, id: UInt64) {
         self.loop = loop
         self.id = id
     }

@@ -26,7 +26,7 @@ public final class ManualGateClock: GateClock, Sendable {
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         state.withSanitizedLock { state in
             state.sequence += 1
-            let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: EventLoop.current, body: body)
+            let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: SluiceLoop.current, body: body)
             state.timers.append(timer)
             return timer
         }
@@ -42,7 +42,7 @@ public final class ManualGateClock: GateClock, Sendable {
     /// queued.
     public func advance(by duration: Duration) async {
         let target = now + duration
-        var loops: [EventLoop] = []
+        var loops: [SluiceLoop] = []
         while true {
             while let timer = nextDue(before: target) {
                 if let loop = timer.loop {
@@ -96,7 +96,7 @@ public final class ManualGateClock: GateClock, Sendable {
     }
 
     /// Lets `loop` run the jobs queued so far, and what those queue, a few rounds deep.
-    private func settle(_ loop: EventLoop) async {
+    private func settle(_ loop: SluiceLoop) async {
         for _ in 0..<8 { await loop.submit {} }
     }
 }
@@ -106,12 +106,12 @@ private final class ManualTimer: GateTimer, Comparable {
     // Sendable: every stored property is immutable, atomic or behind a mutex.
     let deadline: Instant
     let sequence: UInt64
-    let loop: EventLoop?
+    let loop: SluiceLoop?
     /// Dropped once the timer fires or is cancelled, so that what it captures is released.
     private let body: Mutex<(@Sendable () -> Void)?>
     private let cancelled = Atomic<Bool>(false)
 
-    init(deadline: Instant, sequence: UInt64, loop: EventLoop?, body: @escaping @Sendable () -> Void) {
+    init(deadline: Instant, sequence: UInt64, loop: SluiceLoop?, body: @escaping @Sendable () -> Void) {
         self.deadline = deadline
         self.sequence = sequence
         self.loop = loop

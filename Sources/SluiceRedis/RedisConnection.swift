@@ -1,7 +1,7 @@
 import Logging
 import SluiceLibevent
 
-/// One pipelined connection to Redis, driven by one `EventLoop`: a hiredis
+/// One pipelined connection to Redis, driven by one `SluiceLoop`: a hiredis
 /// async context attached to the loop's `event_base`.
 ///
 /// ```swift
@@ -50,7 +50,7 @@ public final class RedisConnection: Sendable {
     /// The server and database.
     public let endpoint: RedisEndpoint
     /// The loop the connection runs on; calls are made, and answered, on it.
-    public let loop: EventLoop
+    public let loop: SluiceLoop
     /// How long a call may wait for its reply.
     public let timeout: Duration
     /// How long connecting, and the `SELECT` after it, may take before the attempt is given up
@@ -70,7 +70,7 @@ public final class RedisConnection: Sendable {
     ///     zero.
     ///   - logger: where outages and reconnections are logged (with the endpoint as metadata).
     public init(
-        endpoint: RedisEndpoint, loop: EventLoop, timeout: Duration = .milliseconds(200),
+        endpoint: RedisEndpoint, loop: SluiceLoop, timeout: Duration = .milliseconds(200),
         connectTimeout: Duration = .seconds(1), logger: Logger
     ) {
         precondition(timeout > .zero, "RedisConnection timeout must be more than zero")

@@ -81,7 +81,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
     }
 
     let endpoint: RedisEndpoint
-    let loop: EventLoop
+    let loop: SluiceLoop
     let timeout: Duration
     let connectTimeout: Duration
     let stallLimit: Duration
@@ -113,7 +113,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
     /// The longest reconnect delay.
     static let maximumBackoff = Duration.seconds(1)
 
-    init(endpoint: RedisEndpoint, loop: EventLoop, timeout: Duration, connectTimeout: Duration, logger: Logger) {
+    init(endpoint: RedisEndpoint, loop: SluiceLoop, timeout: Duration, connectTimeout: Duration, logger: Logger) {
         self.endpoint = endpoint
         self.loop = loop
         self.timeout = timeout
@@ -190,7 +190,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
             fail([completion], .unavailable, "the connection to \(endpoint) is closing")
             return
         }
-        let now = EventLoop.monotonicNow()
+        let now = SluiceLoop.monotonicNow()
         calls.append(PendingCall(id: id, sentAt: now, deadline: now + timeout, completion: completion))
         armCallTimer()
     }
@@ -288,7 +288,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
         callTimer = nil
         callTimerDeadline = nil
         guard firedFor == generation, phase == .connected else { return }
-        let now = EventLoop.monotonicNow()
+        let now = SluiceLoop.monotonicNow()
         var expired: [Completion] = []
         while timedOutPrefix < calls.count, calls[timedOutPrefix].deadline <= now {
             if let completion = calls[timedOutPrefix].completion {
@@ -300,7 +300,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
         fail(expired, .timeout, "no reply from \(endpoint) within \(timeout)")
         // The completions may have closed the connection or sent more calls.
         guard firedFor == generation, phase == .connected, let current = context else { return }
-        if let oldest = calls.first, oldest.sentAt + stallLimit <= EventLoop.monotonicNow() {
+        if let oldest = calls.first, oldest.sentAt + stallLimit <= SluiceLoop.monotonicNow() {
             detach(current, reason: "no reply for \(stallLimit): the server is stalled or unreachable", free: true)
             return
         }
@@ -373,7 +373,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
         reconnectAttempt = 0
         if let outage {
             self.outage = nil
-            let down = EventLoop.monotonicNow() - outage.since
+            let down = SluiceLoop.monotonicNow() - outage.since
             logger.info(
                 "Redis available again",
                 metadata: [
@@ -445,7 +445,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
 
     private func beginOutage(reason: String, wasAvailable: Bool) {
         guard outage == nil else { return }
-        outage = Outage(since: EventLoop.monotonicNow(), failedCalls: 0)
+        outage = Outage(since: SluiceLoop.monotonicNow(), failedCalls: 0)
         logger.warning(
             wasAvailable ? "lost the connection to Redis; reconnecting" : "cannot connect to Redis; retrying",
             metadata: ["reason": "\(reason)"])

@@ -30,7 +30,7 @@ extension RedisStore {
     }
 
     public func admit(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         var arguments: [[UInt8]] = [Self.argument(max(0, cost)), Array(owner.utf8)]
@@ -87,7 +87,7 @@ extension RedisStore {
     }
 
     public func giveBack(
-        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         var keys: [[UInt8]] = []
@@ -114,7 +114,7 @@ extension RedisStore {
     }
 
     public func renewSlots(
-        _ stages: [StoreStage], owner: String, on loop: EventLoop,
+        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
         var keys: [[UInt8]] = []

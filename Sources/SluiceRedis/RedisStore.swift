@@ -45,7 +45,7 @@ public final class RedisStore: SharedStore {
     ///   - prefix: the first part of every key.
     ///   - logger: where outages are logged.
     public init(
-        endpoint: RedisEndpoint, group: EventLoopGroup, timeout: Duration = .milliseconds(200), prefix: String = "sluice",
+        endpoint: RedisEndpoint, group: SluiceLoopGroup, timeout: Duration = .milliseconds(200), prefix: String = "sluice",
         logger: Logger = Logger(label: "sluice.redis")
     ) {
         self.endpoint = endpoint
@@ -84,13 +84,13 @@ public final class RedisStore: SharedStore {
     public var address: String { endpoint.description }
 
     /// Whether the connection of `loop` is usable now (read on that loop).
-    public func isConnected(on loop: EventLoop) -> Bool {
+    public func isConnected(on loop: SluiceLoop) -> Bool {
         connections[ObjectIdentifier(loop)]?.isConnected ?? false
     }
 
     /// Whether the connection of `loop` is usable now: a lost connection (Redis killed,
     /// restarting) makes the commit guard refuse, since the lease cannot be renewed.
-    public func isReachable(on loop: EventLoop) -> Bool {
+    public func isReachable(on loop: SluiceLoop) -> Bool {
         isConnected(on: loop)
     }
 
@@ -139,7 +139,7 @@ public final class RedisStore: SharedStore {
     /// Runs `script` on `loop`'s connection and hands its reply to `parse`; completes on the
     /// loop, never from inside this call.
     func run<Value: Sendable>(
-        _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on loop: EventLoop,
+        _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         parse: @escaping @Sendable (RedisReply) -> Value?
     ) {
@@ -191,7 +191,7 @@ public final class RedisStore: SharedStore {
     // MARK: - SharedStore
 
     public func throttle(
-        _ key: StoreKey, interval: Duration, on loop: EventLoop,
+        _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
     ) {
         run(
@@ -204,7 +204,7 @@ public final class RedisStore: SharedStore {
     }
 
     public func rateLimit(
-        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
         let (emission, tolerance) = Self.gcraArguments(options)
@@ -223,7 +223,7 @@ public final class RedisStore: SharedStore {
     }
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
         // The fence counter outlives its record's lease (a late owner's completion checks it)
@@ -256,7 +256,7 @@ public final class RedisStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
@@ -270,7 +270,7 @@ public final class RedisStore: SharedStore {
 
     public func complete(
         _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-        on loop: EventLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+        on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
             RedisStoreScripts.complete, keys: [key(record, "r"), key(record, "f"), epochKey],
@@ -282,7 +282,7 @@ public final class RedisStore: SharedStore {
     }
 
     public func release(
-        _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+        _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(

@@ -16,12 +16,12 @@ let testModes: [TestingSetup] = [.router, .live]
 
 /// A gate on one loop with a manual clock, for the middleware under test.
 struct Fixture: Sendable {
-    let group: SluiceLibevent.EventLoopGroup
+    let group: SluiceLoopGroup
     let clock: ManualGateClock
     let gate: Gate
 
     init(_ plugins: PluginRegistry, clock: ManualGateClock = ManualGateClock()) throws {
-        group = try SluiceLibevent.EventLoopGroup(loopCount: 1)
+        group = try SluiceLoopGroup(loopCount: 1)
         self.clock = clock
         gate = try Gate(group: group, plugins: plugins, clock: { _ in clock })
     }

@@ -62,8 +62,8 @@ private final class CollectingHandler: TCPLineHandler, Sendable {
     }
 }
 
-private func withScriptedServer(_ body: (Int, EventLoopGroup) async throws -> Void) async throws {
-    let group = try EventLoopGroup(loopCount: 2, namePrefix: "client-test")
+private func withScriptedServer(_ body: (Int, SluiceLoopGroup) async throws -> Void) async throws {
+    let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "client-test")
     do {
         let server = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0)) { _ in
             ScriptedHandler()
@@ -114,18 +114,18 @@ private func withScriptedServer(_ body: (Int, EventLoopGroup) async throws -> Vo
     }
 
     @Test func refusedAndInvalidAddressesThrow() async throws {
-        let group = try EventLoopGroup(loopCount: 1)
+        let group = try SluiceLoopGroup(loopCount: 1)
         defer { group.shutdownGracefully() }
         // A port nothing listens on: bind a server, note its port, close it.
         var closedPort = 0
         try await withScriptedServer { port, _ in closedPort = port }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPClient.connect(host: "127.0.0.1", port: closedPort, on: group.loops[0]) { _ in CollectingHandler() }
         }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPClient.connect(host: "not-an-ip", port: 7070, on: group.loops[0]) { _ in CollectingHandler() }
         }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPClient.connect(host: "127.0.0.1", port: 0, on: group.loops[0]) { _ in CollectingHandler() }
         }
     }

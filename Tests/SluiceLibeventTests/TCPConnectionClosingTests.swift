@@ -46,7 +46,7 @@ private func withClosingServer(
     configure: (inout TCPConfiguration) -> Void = { _ in },
     _ body: (TCPServer, ClosingLog) async throws -> Void
 ) async throws {
-    let group = try EventLoopGroup(loopCount: 1, namePrefix: "closing")
+    let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "closing")
     var configuration = TCPConfiguration(port: 0)
     configure(&configuration)
     let log = ClosingLog()

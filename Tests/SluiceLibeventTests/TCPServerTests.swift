@@ -68,7 +68,7 @@ private func withEchoServer(
     configure: (inout TCPConfiguration) -> Void = { _ in },
     _ body: (TCPServer, Observations) async throws -> Void
 ) async throws {
-    let group = try EventLoopGroup(loopCount: loops, namePrefix: "tcp-test")
+    let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "tcp-test")
     var configuration = TCPConfiguration(port: 0)
     configure(&configuration)
     let observations = Observations()
@@ -133,7 +133,7 @@ private func withEchoServer(
     /// A pipelined connection hands over lines for at most its turn, then lets the loop serve
     /// everything else before it goes on; none of its lines is lost or reordered.
     @Test func aConnectionYieldsItsTurnAndLosesNothing() async throws {
-        let group = try EventLoopGroup(loopCount: 1, namePrefix: "turn-test")
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "turn-test")
         defer { group.shutdownGracefully() }
         let probe = TurnProbeHandler()
         // A turn that is over at the first look at the clock: 16 lines.
@@ -222,7 +222,7 @@ private func withEchoServer(
     /// A forgotten server on the port is an error, not a silent second instance; two servers
     /// that both ask to share the port share it; one that does not cannot join them.
     @Test func aPortAnotherSocketServesIsRefusedUnlessBothShareIt() async throws {
-        let group = try EventLoopGroup(loopCount: 2, namePrefix: "port-test")
+        let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "port-test")
         defer { group.shutdownGracefully() }
         let observations = Observations()
         let first = try await TCPServer.bind(group: group, configuration: .init(port: 0)) { _ in
@@ -234,7 +234,7 @@ private func withEchoServer(
                     TestEchoHandler(observations: observations)
                 }
                 Issue.record("a second server bound a port the first serves (reusePort: \(reusePort))")
-            } catch let error as EventLoopError {
+            } catch let error as SluiceLoopError {
                 #expect(error.code == .bindFailed)
                 #expect(error.message.contains("port \(first.port) is already served by another socket"), "\(error)")
             }
@@ -252,7 +252,7 @@ private func withEchoServer(
             TestEchoHandler(observations: observations)
         }
         #expect(sharedB.port == sharedA.port)
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(port: sharedA.port)) { _ in
                 TestEchoHandler(observations: observations)
             }
@@ -265,19 +265,19 @@ private func withEchoServer(
     }
 
     @Test func badConfigurationAndAddressesAreRefused() async throws {
-        let group = try EventLoopGroup(loopCount: 1)
+        let group = try SluiceLoopGroup(loopCount: 1)
         defer { group.shutdownGracefully() }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(host: "not-an-ip", port: 0)) { _ in
                 TestEchoHandler(observations: Observations())
             }
         }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(port: 70_000)) { _ in
                 TestEchoHandler(observations: Observations())
             }
         }
-        await #expect(throws: EventLoopError.self) {
+        await #expect(throws: SluiceLoopError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(host: "192.0.2.1", port: 0)) { _ in
                 TestEchoHandler(observations: Observations())
             }

@@ -30,8 +30,8 @@ private final class TurnHandler: TCPConnectionHandler {
         if busy == nil, let first = bytes.first { busy = first == UInt8(ascii: "B") }
         guard let busy else { return 0 }
         if busy {
-            let ends = EventLoop.monotonicNow() + .microseconds(200)
-            while EventLoop.monotonicNow() < ends {}
+            let ends = SluiceLoop.monotonicNow() + .microseconds(200)
+            while SluiceLoop.monotonicNow() < ends {}
             log.busyTurns.add(1, ordering: .sequentiallyConsistent)
             connection.yieldTurn()
             return 0
@@ -52,7 +52,7 @@ private final class TurnHandler: TCPConnectionHandler {
     /// 20 ms, when every busy connection took its turn in each pass). Counted in turns, not
     /// timed: a slower machine makes fewer turns fit a slice, not more.
     @Test func aLightConnectionWaitsAFewTurnsNotOneTurnOfEveryBusyConnection() async throws {
-        let group = try EventLoopGroup(loopCount: 1, namePrefix: "turn-queue")
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "turn-queue")
         defer { group.shutdownGracefully() }
         let log = TurnLog()
         let server = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0)) { _ in

@@ -125,7 +125,7 @@ final class FakeHandler: TCPLineHandler {
 func withFakeServer(
     _ server: FakeProtocolServer?, corruptRaw: Bool = false, _ body: (Int) async throws -> Void
 ) async throws {
-    let group = try EventLoopGroup(loopCount: 1, namePrefix: "fake")
+    let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "fake")
     do {
         let tcp = try await TCPServer.bind(group: group, configuration: TCPConfiguration(port: 0)) { _ in
             FakeHandler(server: server, corruptRaw: corruptRaw)

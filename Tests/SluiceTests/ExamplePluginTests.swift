@@ -129,7 +129,7 @@ struct LeakyLineCodec: LineCodec {
 
     @Test func registersAndRunsOverRealSockets() async throws {
         let (plugins, verbs, _) = try registry()
-        let group = try EventLoopGroup(loopCount: 2, namePrefix: "example")
+        let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "example")
         defer { group.shutdownGracefully() }
         let gate = try Gate(group: group, plugins: plugins)
         let server = try LineServer(gate: gate, verbs: verbs, configuration: LineConfiguration(tcp: TCPConfiguration(port: 0)))

@@ -29,7 +29,7 @@ func withHTTPServer(
     accounting: ConnectionAccounting? = nil,
     _ body: (HTTPTestServer) async throws -> Void
 ) async throws {
-    let group = try EventLoopGroup(loopCount: 2, namePrefix: "http")
+    let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "http")
     let clock = ManualGateClock()
     var configuration = HTTPFrontConfiguration(http: HTTPConfiguration(port: 0))
     configure(&configuration)

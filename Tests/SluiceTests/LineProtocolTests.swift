@@ -16,7 +16,7 @@ struct TestServer {
     let clock: ManualGateClock
     let gate: Gate
     let server: LineServer
-    let group: EventLoopGroup
+    let group: SluiceLoopGroup
 
     func client() throws -> LineClient { try LineClient(port: port) }
 
@@ -32,7 +32,7 @@ func withServer(
     payBudget: MemoryBudget = .bytes(1 << 20),
     _ body: (TestServer) async throws -> Void
 ) async throws {
-    let group = try EventLoopGroup(loopCount: 2, namePrefix: "proto")
+    let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "proto")
     let clock = ManualGateClock()
     var configuration = LineConfiguration(tcp: TCPConfiguration(port: 0))
     configure(&configuration)

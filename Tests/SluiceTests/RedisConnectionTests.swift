@@ -20,7 +20,7 @@ private func withConnection(
     to server: RedisServerProcess, database: Int = 0, timeout: Duration = .seconds(5),
     _ body: (RedisConnection, AvailabilityLog) async throws -> Void
 ) async throws {
-    let loop = try EventLoop(name: "redis-test")
+    let loop = try SluiceLoop(name: "redis-test")
     let log = AvailabilityLog()
     let endpoint = try RedisEndpoint(url: server.url(database: database))
     let connection = RedisConnection(endpoint: endpoint, loop: loop, timeout: timeout, logger: Logger(label: "redis-test"))
@@ -228,7 +228,7 @@ struct RedisConnectionTests {
     @Test func closeFailsOutstandingCallsAndStopsReconnecting() async throws {
         let server = try await RedisServerProcess.start()
         defer { server.stop() }
-        let loop = try EventLoop(name: "redis-close")
+        let loop = try SluiceLoop(name: "redis-close")
         defer { loop.shutdownGracefully() }
         let connection = RedisConnection(
             endpoint: try RedisEndpoint(url: server.url()), loop: loop, timeout: .seconds(5), logger: Logger(label: "redis-test"))
@@ -251,7 +251,7 @@ struct RedisConnectionTests {
         let server = try await RedisServerProcess.start()
         defer { server.stop() }
         server.kill()
-        let loop = try EventLoop(name: "redis-retry")
+        let loop = try SluiceLoop(name: "redis-retry")
         defer { loop.shutdownGracefully() }
         let log = AvailabilityLog()
         let connection = RedisConnection(

@@ -14,7 +14,7 @@ struct RedisLedgerTests {
     @Test func chargesOnceReturnsTheChargeAndRefusesAStaleFence() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
-        let group = try EventLoopGroup(loopCount: 1, namePrefix: "ledger-test")
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "ledger-test")
         defer { group.shutdownGracefully() }
         let ledger = RedisChargeLedger(endpoint: try RedisEndpoint(url: redis.url()), group: group, retention: .seconds(60))
         ledger.start()

@@ -34,14 +34,14 @@ struct SharedStoreProtocolTests {
 
     /// A store of `kind` on a loop of its own, with the Redis server behind it.
     final class Fixture: Sendable {
-        let group: EventLoopGroup
+        let group: SluiceLoopGroup
         let store: any SharedStore
         let redis: RedisServerProcess?
         /// The memory store's clock.
         let memoryClock = SteppedClock()
 
         init(_ kind: Kind) async throws {
-            group = try EventLoopGroup(loopCount: 1, namePrefix: "store-test")
+            group = try SluiceLoopGroup(loopCount: 1, namePrefix: "store-test")
             switch kind {
             case .memory:
                 redis = nil
@@ -59,7 +59,7 @@ struct SharedStoreProtocolTests {
             }
         }
 
-        var loop: EventLoop { group.loops[0] }
+        var loop: SluiceLoop { group.loops[0] }
 
         /// Moves the memory store's clock forward by `duration` (Redis's clock moves by itself).
         func elapse(_ duration: Duration) {
@@ -79,7 +79,7 @@ struct SharedStoreProtocolTests {
         }
 
         func call<Value: Sendable>(
-            _ body: @escaping @Sendable (EventLoop, @escaping @Sendable (Result<Value, StoreError>) -> Void) -> Void
+            _ body: @escaping @Sendable (SluiceLoop, @escaping @Sendable (Result<Value, StoreError>) -> Void) -> Void
         ) async -> Result<Value, StoreError> {
             let loop = self.loop
             return await withCheckedContinuation { continuation in

@@ -33,7 +33,7 @@ import Testing
         }
 
         func admit(
-            _ stages: [StoreStage], cost: Int, owner: String, on loop: EventLoop,
+            _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
         ) {
             admits.add(1, ordering: .relaxed)
@@ -60,7 +60,7 @@ import Testing
         }
 
         func giveBack(
-            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: EventLoop,
+            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
         ) {
             inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: loop) { [self] result in
@@ -70,7 +70,7 @@ import Testing
         }
 
         func renewSlots(
-            _ stages: [StoreStage], owner: String, on loop: EventLoop,
+            _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
         ) {
             renewals.add(1, ordering: .relaxed)
@@ -79,36 +79,36 @@ import Testing
         }
 
         func throttle(
-            _ key: StoreKey, interval: Duration, on loop: EventLoop,
+            _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
         ) { inner.throttle(key, interval: interval, on: loop, completion) }
 
         func rateLimit(
-            _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: EventLoop,
+            _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
         ) { inner.rateLimit(key, options: options, cost: cost, on: loop, completion) }
 
         func claim(
-            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: EventLoop,
+            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
         ) { inner.claim(record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: loop, completion) }
 
         func renew(
-            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: EventLoop,
+            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) { inner.renew(record, lease: lease, fingerprint: fingerprint, duration: duration, on: loop, completion) }
 
         func complete(
             _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-            on loop: EventLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+            on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) { inner.complete(record, lease: lease, fingerprint: fingerprint, result: result, retention: retention, on: loop, completion) }
 
         func release(
-            _ record: StoreKey, lease: StoreLease, on loop: EventLoop,
+            _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) { inner.release(record, lease: lease, on: loop, completion) }
 
-        func isReachable(on loop: EventLoop) -> Bool { inner.isReachable(on: loop) }
+        func isReachable(on loop: SluiceLoop) -> Bool { inner.isReachable(on: loop) }
 
         var given: Int { givenBack.load(ordering: .relaxed) }
     }

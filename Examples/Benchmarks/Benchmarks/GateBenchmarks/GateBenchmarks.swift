@@ -176,7 +176,7 @@ let warmGate = WarmGate()
 
 /// A one-loop gate with TAP and PAY, its line front, and one session that drops its replies.
 final class GateBench: Sendable {
-    let group: EventLoopGroup
+    let group: SluiceLoopGroup
     let gate: Gate
     let tap: PluginHandle<ButtonTapPlugin>
     let pay: PluginHandle<PaymentPlugin>
@@ -184,7 +184,7 @@ final class GateBench: Sendable {
     let session: LineSession
 
     init() throws {
-        group = try EventLoopGroup(loopCount: 1, namePrefix: "bench")
+        group = try SluiceLoopGroup(loopCount: 1, namePrefix: "bench")
         var plugins = PluginRegistry()
         var verbs = LineVerbs()
         tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
@@ -238,11 +238,11 @@ final class GateBench: Sendable {
 /// A transport that counts and drops what is written.
 final class DroppingTransport: SessionTransport, @unchecked Sendable {
     // @unchecked Sendable: `bytes` is touched on `loop`'s thread only (the session writes there).
-    let loop: EventLoop
+    let loop: SluiceLoop
     let id: UInt64 = 1
     private(set) var bytes = 0
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: SluiceLoop) { self.loop = loop }
 
     func write(_ buffer: UnsafeRawBufferPointer) -> Bool {
         bytes &+= buffer.count

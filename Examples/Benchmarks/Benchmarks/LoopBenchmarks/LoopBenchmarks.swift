@@ -3,7 +3,7 @@ import Dispatch
 import SluiceLibevent
 import Synchronization
 
-/// Jobs per second through an `EventLoop`, enqueued from another thread (the benchmark's own
+/// Jobs per second through a `SluiceLoop`, enqueued from another thread (the benchmark's own
 /// thread, never the loop's) and run on the loop. Each iteration starts a fresh loop, then
 /// measures from the first enqueue until the last job has run (the last job signals a
 /// semaphore the producer waits on), so the figure includes draining the queue, not only
@@ -34,7 +34,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("Loop execute (closure) from another thread → run") { benchmark in
-        let loop = try! EventLoop(name: "bench-loop")
+        let loop = try! SluiceLoop(name: "bench-loop")
         let jobs = benchmark.scaledIterations.count
         let tally = Tally(expected: jobs)
         benchmark.startMeasurement()
@@ -48,7 +48,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("Loop Task(executorPreference: loop) from another thread → run") { benchmark in
-        let loop = try! EventLoop(name: "bench-loop")
+        let loop = try! SluiceLoop(name: "bench-loop")
         let jobs = benchmark.scaledIterations.count
         let tally = Tally(expected: jobs)
         benchmark.startMeasurement()
@@ -67,7 +67,7 @@ let benchmarks: @Sendable () -> Void = {
     ) { benchmark in
         // One task off the loop awaits an actor pinned to the loop, N times in a row: each call
         // is a hop onto the loop and back (a round trip, not a pipelined enqueue).
-        let loop = try! EventLoop(name: "bench-loop")
+        let loop = try! SluiceLoop(name: "bench-loop")
         let counter = LoopCounter(loop: loop)
         let jobs = benchmark.scaledIterations.count
         let finished = DispatchSemaphore(value: 0)
@@ -85,10 +85,10 @@ let benchmarks: @Sendable () -> Void = {
 
 /// An actor whose executor is the loop.
 actor LoopCounter {
-    let loop: EventLoop
+    let loop: SluiceLoop
     private(set) var count = 0
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: SluiceLoop) { self.loop = loop }
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 

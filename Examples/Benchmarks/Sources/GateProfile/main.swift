@@ -7,7 +7,7 @@ import SluicePayment
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
-let group = try EventLoopGroup(loopCount: 1, namePrefix: "profile")
+let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "profile")
 var plugins = PluginRegistry()
 let tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
 let pay = try plugins.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))

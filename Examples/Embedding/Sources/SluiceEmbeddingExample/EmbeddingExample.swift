@@ -10,7 +10,7 @@ public enum EmbeddingExample {
     /// Runs every example and reports what happened, one line each.
     public static func run(report: (String) -> Void = { print($0) }) async throws {
         // The loops (one shard each) and the plugins. The gate opens no socket of its own.
-        let group = try EventLoopGroup(loopCount: 2)
+        let group = try SluiceLoopGroup(loopCount: 2)
         defer { group.shutdownGracefully() }
         var plugins = PluginRegistry()
         let tap = try plugins.register(ButtonTapPlugin(window: .seconds(60)))

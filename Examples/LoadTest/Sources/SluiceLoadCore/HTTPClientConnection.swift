@@ -53,7 +53,7 @@ final class HTTPClientConnection: LoopResource, @unchecked Sendable {
         }
     }
 
-    let loop: EventLoop
+    let loop: SluiceLoop
     private let parser: HTTPResponseParser
     private var bufferEvent: OpaquePointer?
     /// Strong until the connection closes (closing drops it, which breaks the cycle with an
@@ -66,7 +66,7 @@ final class HTTPClientConnection: LoopResource, @unchecked Sendable {
     /// Whether the connection is open or still connecting.
     var isOpen: Bool { bufferEvent != nil }
 
-    private init(loop: EventLoop, parser: HTTPResponseParser, bufferEvent: OpaquePointer, handler: any HTTPClientHandler) {
+    private init(loop: SluiceLoop, parser: HTTPResponseParser, bufferEvent: OpaquePointer, handler: any HTTPClientHandler) {
         self.loop = loop
         self.parser = parser
         self.bufferEvent = bufferEvent
@@ -78,7 +78,7 @@ final class HTTPClientConnection: LoopResource, @unchecked Sendable {
     /// or ``HTTPClientHandler/httpConnectionClosed(_:reason:)`` with `.connectFailed`, never
     /// from inside this call.
     static func open(
-        host: String, port: Int, on loop: EventLoop, parser: HTTPResponseParser,
+        host: String, port: Int, on loop: SluiceLoop, parser: HTTPResponseParser,
         timeout: Duration = .seconds(5), handler: any HTTPClientHandler
     ) -> HTTPClientConnection? {
         loop.assertInEventLoop()
@@ -129,7 +129,7 @@ final class HTTPClientConnection: LoopResource, @unchecked Sendable {
     private static func setSocketOptions(_ socket: Int32) {
         guard socket >= 0 else { return }
         // libevent opened it without close-on-exec; a socket the loop watches is not to be
-        // inherited (its epoll changes are batched: see `EventLoop`).
+        // inherited (its epoll changes are batched: see `SluiceLoop`).
         evutil_make_socket_closeonexec(socket)
         var one: Int32 = 1
         setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -123,7 +123,7 @@ final class HTTPLoadConnection: HTTPClientHandler, LoadClient, @unchecked Sendab
             let request: Request
             if let waiting = backlog.popFirst() {
                 request = waiting
-            } else if closedLoop, let fresh = claim(start: EventLoop.monotonicNow().nanoseconds) {
+            } else if closedLoop, let fresh = claim(start: SluiceLoop.monotonicNow().nanoseconds) {
                 request = fresh
             } else {
                 return
@@ -262,7 +262,7 @@ final class HTTPLoadConnection: HTTPClientHandler, LoadClient, @unchecked Sendab
     // MARK: Responses
 
     func httpConnection(_ connection: HTTPClientConnection, received response: HTTPResponseView) {
-        let now = EventLoop.monotonicNow().nanoseconds
+        let now = SluiceLoop.monotonicNow().nanoseconds
         state.countStatus(response.status)
         guard let request = onTheWire.popFirst() else {
             state.outcome.unmatchedReplies += 1

@@ -31,7 +31,7 @@ final class HTTPProbe: HTTPClientHandler, @unchecked Sendable {
     /// Sends `request` to `host:port` from `loop` and returns the response, or why there is
     /// none (cannot connect; closed, malformed, or no answer within `timeout`).
     static func send(
-        _ request: HTTPRequest, host: String, port: Int, on loop: EventLoop, timeout: Duration = .seconds(5)
+        _ request: HTTPRequest, host: String, port: Int, on loop: SluiceLoop, timeout: Duration = .seconds(5)
     ) async -> Outcome {
         var encoder = HTTPRequestEncoder(host: host, port: port)
         encoder.encode(request)

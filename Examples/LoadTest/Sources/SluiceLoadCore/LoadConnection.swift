@@ -55,7 +55,7 @@ final class LoadConnection: TCPLineHandler, LoadClient {
 
     /// Closed loop: fills the pipeline to `depth`.
     func startClosedLoop() {
-        let now = EventLoop.monotonicNow().nanoseconds
+        let now = SluiceLoop.monotonicNow().nanoseconds
         for _ in 0..<shared.configuration.depth {
             guard send(start: now) else { return }
         }
@@ -135,7 +135,7 @@ final class LoadConnection: TCPLineHandler, LoadClient {
     }
 
     func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
-        let now = EventLoop.monotonicNow().nanoseconds
+        let now = SluiceLoop.monotonicNow().nanoseconds
         if shared.configuration.rawEcho {
             receivedRaw(line, now: now)
         } else {

@@ -31,9 +31,9 @@ public enum LoadRunner {
         progress: (@Sendable (ProgressSample) -> Void)? = nil
     ) async throws(LoadError) -> LoadResult {
         try configuration.validate()
-        let group: EventLoopGroup
+        let group: SluiceLoopGroup
         do {
-            group = try EventLoopGroup(loopCount: configuration.loops, namePrefix: "load")
+            group = try SluiceLoopGroup(loopCount: configuration.loops, namePrefix: "load")
         } catch {
             throw LoadError("cannot start the client loops: \(error.message)", input: "\(configuration.loops)")
         }
@@ -79,7 +79,7 @@ public enum LoadRunner {
             }
         }
 
-        let start = EventLoop.monotonicNow()
+        let start = SluiceLoop.monotonicNow()
         if case .duration(let duration) = configuration.limit {
             shared.sendDeadline.store((start + duration).nanoseconds, ordering: .relaxed)
         }
@@ -128,7 +128,7 @@ public enum LoadRunner {
     /// kept open through a long run would be closed by the server's idle timeout before the last
     /// probe), or `GET /metrics` over HTTP (a note says why, when it does not answer 200).
     private static func probe(
-        _ configuration: LoadConfiguration, port: Int, on loop: EventLoop, when: String, notes: inout [String]
+        _ configuration: LoadConfiguration, port: Int, on loop: SluiceLoop, when: String, notes: inout [String]
     ) async -> Probe {
         if configuration.http {
             let outcome = await HTTPProbe.send(.metrics, host: configuration.host, port: port, on: loop)
@@ -179,7 +179,7 @@ public enum LoadRunner {
             }
         }
         while true {
-            let now = EventLoop.monotonicNow()
+            let now = SluiceLoop.monotonicNow()
             if let deadline, now >= deadline, !shared.stopSending.load(ordering: .relaxed) {
                 for state in states { await state.loop.submit { state.sendEverythingDue() } }
                 shared.stopSending.store(true, ordering: .relaxed)
@@ -200,7 +200,7 @@ public enum LoadRunner {
             }
             if synchronized {
                 current = totals()
-                if current.settled >= current.sent { return EventLoop.monotonicNow() }
+                if current.settled >= current.sent { return SluiceLoop.monotonicNow() }
                 if current.open == 0 { return now }
                 if let stoppedAt, now - stoppedAt > configuration.drainTimeout { return now }
             }

@@ -9,7 +9,7 @@ final class LoopState: @unchecked Sendable {
     // connections' callbacks, the ticker, and `loop.submit` closures); the runner reads the
     // atomics from outside, which is what they are for.
 
-    let loop: EventLoop
+    let loop: SluiceLoop
     let shared: LoadShared
     var random: SplitMix64
     var stats = LatencyStats()
@@ -30,7 +30,7 @@ final class LoopState: @unchecked Sendable {
     let errorCount = Atomic<Int>(0)
     let openConnections = Atomic<Int>(0)
 
-    init(loop: EventLoop, shared: LoadShared, seed: UInt64) {
+    init(loop: SluiceLoop, shared: LoadShared, seed: UInt64) {
         self.loop = loop
         self.shared = shared
         self.random = SplitMix64(seed: seed)
@@ -82,7 +82,7 @@ final class LoopState: @unchecked Sendable {
     /// one is due (a precise loop timer: a late client would add its own lateness to the
     /// latencies it measures from the intended send times).
     private func tick() {
-        let now = EventLoop.monotonicNow().nanoseconds
+        let now = SluiceLoop.monotonicNow().nanoseconds
         guard let interval = shared.configuration.openLoopInterval?.nanosecondsClamped else { return }
         var next = Int64.max
         for connection in connections {

@@ -8,7 +8,7 @@ import SluiceCore
 /// waits for the next pass. A client that sends a little between many that send much so waits
 /// about one slice, not one turn of every busy connection; and the busy ones share the loop in
 /// turn, none starved.
-extension EventLoop {
+extension SluiceLoop {
     /// How long one pass serves the queue before the loop polls its sockets again.
     static let turnPassBudget = Duration.milliseconds(1)
 

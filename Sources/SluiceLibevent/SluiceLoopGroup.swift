@@ -9,13 +9,13 @@ import Musl
 import Darwin
 #endif
 
-/// A fixed set of ``EventLoop``s, one per core by default.
+/// A fixed set of ``SluiceLoop``s, one per core by default.
 ///
 /// Connections are spread over the loops round-robin (``next()``); per-key state lives on the
 /// loop that ``loop(forKeyHash:)`` picks, so every event of one key is decided on one thread.
-public final class EventLoopGroup: Sendable {
+public final class SluiceLoopGroup: Sendable {
     /// The loops, in a fixed order.
-    public let loops: [EventLoop]
+    public let loops: [SluiceLoop]
     private let cursor = Atomic<Int>(0)
 
     /// The number of online cores (at least 1).
@@ -25,17 +25,17 @@ public final class EventLoopGroup: Sendable {
 
     /// Starts `loopCount` loops named `<namePrefix>-<index>`.
     ///
-    /// - Throws: ``EventLoopError`` with code `.invalidArgument` when `loopCount < 1`, or the
+    /// - Throws: ``SluiceLoopError`` with code `.invalidArgument` when `loopCount < 1`, or the
     ///   error of a loop that failed to start (the loops already started are shut down).
-    public init(loopCount: Int = EventLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(EventLoopError) {
+    public init(loopCount: Int = SluiceLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(SluiceLoopError) {
         guard loopCount >= 1 else {
-            throw EventLoopError(code: .invalidArgument, message: "a loop group needs at least one loop", input: "\(loopCount)")
+            throw SluiceLoopError(code: .invalidArgument, message: "a loop group needs at least one loop", input: "\(loopCount)")
         }
-        var loops: [EventLoop] = []
+        var loops: [SluiceLoop] = []
         loops.reserveCapacity(loopCount)
         do {
             for index in 0..<loopCount {
-                loops.append(try EventLoop(name: "\(namePrefix)-\(index)"))
+                loops.append(try SluiceLoop(name: "\(namePrefix)-\(index)"))
             }
         } catch {
             for loop in loops { loop.shutdownGracefully() }
@@ -45,14 +45,14 @@ public final class EventLoopGroup: Sendable {
     }
 
     /// The next loop, round-robin.
-    public func next() -> EventLoop {
+    public func next() -> SluiceLoop {
         let index = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
         return loops[Int(UInt(bitPattern: index) % UInt(loops.count))]
     }
 
     /// The loop that owns keys with this hash.
     @inlinable
-    public func loop(forKeyHash hash: UInt64) -> EventLoop {
+    public func loop(forKeyHash hash: UInt64) -> SluiceLoop {
         loops[Int(hash % UInt64(loops.count))]
     }
 
@@ -63,11 +63,11 @@ public final class EventLoopGroup: Sendable {
     }
 
     /// The loop that owns `key` (by its `hashValue`, stable within one process).
-    public func loop(for key: some Hashable) -> EventLoop {
+    public func loop(for key: some Hashable) -> SluiceLoop {
         loop(forKeyHash: UInt64(bitPattern: Int64(key.hashValue)))
     }
 
-    /// Shuts every loop down gracefully (see ``EventLoop/shutdownGracefully()``). Call from
+    /// Shuts every loop down gracefully (see ``SluiceLoop/shutdownGracefully()``). Call from
     /// outside the group's loops.
     public func shutdownGracefully() {
         for loop in loops { loop.shutdownGracefully() }

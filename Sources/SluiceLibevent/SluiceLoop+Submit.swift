@@ -1,4 +1,4 @@
-extension EventLoop {
+extension SluiceLoop {
     /// Runs `body` on the loop thread and returns its result.
     public func submit<Result: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Result

@@ -6,21 +6,21 @@ import Testing
 
 /// An actor whose executor is a loop.
 private actor PinnedCounter {
-    let loop: EventLoop
+    let loop: SluiceLoop
     var count = 0
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: SluiceLoop) { self.loop = loop }
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
     func increment() -> (threadID: Int64, onLoop: Bool, count: Int) {
         count += 1
-        return (EventLoop.currentThreadID, loop.inEventLoop, count)
+        return (SluiceLoop.currentThreadID, loop.inEventLoop, count)
     }
 }
 
 /// Runs `body` on the loop and returns its result.
-private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () -> T) async -> T {
+private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
         loop.execute { continuation.resume(returning: body()) }
     }
@@ -28,10 +28,10 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
 
 @Suite struct EventLoopTests {
     @Test func actorPinnedToLoopRunsOnLoopThread() async throws {
-        let loop = try EventLoop(name: "pinned")
+        let loop = try SluiceLoop(name: "pinned")
         defer { loop.shutdownGracefully() }
-        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
-        let testThread = EventLoop.currentThreadID
+        let loopThread = await onLoop(loop) { SluiceLoop.currentThreadID }
+        let testThread = SluiceLoop.currentThreadID
 
         let counter = PinnedCounter(loop: loop)
         for expected in 1...3 {
@@ -45,7 +45,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func assumeIsolatedWorksFromLoopCallbacks() async throws {
-        let loop = try EventLoop(name: "assume")
+        let loop = try SluiceLoop(name: "assume")
         defer { loop.shutdownGracefully() }
         let counter = PinnedCounter(loop: loop)
         let count = await onLoop(loop) {
@@ -55,29 +55,29 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func taskWithLoopPreferenceResumesOnLoop() async throws {
-        let loop = try EventLoop(name: "preference")
-        let other = try EventLoop(name: "other")
+        let loop = try SluiceLoop(name: "preference")
+        let other = try SluiceLoop(name: "other")
         defer {
             loop.shutdownGracefully()
             other.shutdownGracefully()
         }
-        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
-        let otherThread = await onLoop(other) { EventLoop.currentThreadID }
+        let loopThread = await onLoop(loop) { SluiceLoop.currentThreadID }
+        let otherThread = await onLoop(other) { SluiceLoop.currentThreadID }
         // An actor on another loop: awaiting it really leaves this loop's thread.
         let away = PinnedCounter(loop: other)
 
         let observed = await Task(executorPreference: loop) { () -> [Int64] in
-            var threads: [Int64] = [EventLoop.currentThreadID]
+            var threads: [Int64] = [SluiceLoop.currentThreadID]
             for _ in 0..<5 {
                 let visited = await away.increment()
                 #expect(visited.threadID == otherThread)
-                threads.append(EventLoop.currentThreadID)
+                threads.append(SluiceLoop.currentThreadID)
                 #expect(loop.inEventLoop)
                 // A continuation resumed from a foreign thread also brings the task back here.
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     Thread { continuation.resume() }.start()
                 }
-                threads.append(EventLoop.currentThreadID)
+                threads.append(SluiceLoop.currentThreadID)
             }
             return threads
         }.value
@@ -88,16 +88,16 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     /// libevent measures a timeout from the time it cached when the iteration began: a timer
     /// armed at the end of a long callback would come due early. It must not run early.
     @Test func aTimerArmedLateInALongIterationDoesNotFireEarly() async throws {
-        let loop = try EventLoop(name: "late-timer")
+        let loop = try SluiceLoop(name: "late-timer")
         defer { loop.shutdownGracefully() }
         let (armedAt, firedAt) = await withCheckedContinuation { (continuation: CheckedContinuation<(Instant, Instant), Never>) in
             loop.execute {
                 // A callback that runs 20 ms (busy, as a heavy batch of work would).
-                let busyUntil = EventLoop.monotonicNow() + .milliseconds(20)
-                while EventLoop.monotonicNow() < busyUntil {}
-                let armedAt = EventLoop.monotonicNow()
+                let busyUntil = SluiceLoop.monotonicNow() + .milliseconds(20)
+                while SluiceLoop.monotonicNow() < busyUntil {}
+                let armedAt = SluiceLoop.monotonicNow()
                 loop.schedule(after: .milliseconds(5)) {
-                    continuation.resume(returning: (armedAt, EventLoop.monotonicNow()))
+                    continuation.resume(returning: (armedAt, SluiceLoop.monotonicNow()))
                 }
             }
         }
@@ -107,7 +107,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     /// Closing a resource at shutdown may register another (an effect woken by its
     /// cancellation that sleeps again): that one is closed too, not dropped.
     @Test func aResourceRegisteredWhileTheLoopClosesItsResourcesIsClosed() async throws {
-        let loop = try EventLoop(name: "resources")
+        let loop = try SluiceLoop(name: "resources")
         let log = CloseLog()
         let second = RecordingResource(name: "second", log: log, onClose: nil)
         let first = RecordingResource(name: "first", log: log, onClose: { loop.registerForShutdown(second) })
@@ -118,12 +118,12 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func timerFiresAfterItsDelay() async throws {
-        let loop = try EventLoop(name: "timer")
+        let loop = try SluiceLoop(name: "timer")
         defer { loop.shutdownGracefully() }
-        let start = EventLoop.monotonicNow()
+        let start = SluiceLoop.monotonicNow()
         let firedAt = await withCheckedContinuation { (continuation: CheckedContinuation<(Instant, Bool), Never>) in
             loop.schedule(after: .milliseconds(30)) {
-                continuation.resume(returning: (EventLoop.monotonicNow(), loop.inEventLoop))
+                continuation.resume(returning: (SluiceLoop.monotonicNow(), loop.inEventLoop))
             }
         }
         #expect(firedAt.0 - start >= .milliseconds(30))
@@ -131,7 +131,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func cancelledTimerNeverFires() async throws {
-        let loop = try EventLoop(name: "cancel")
+        let loop = try SluiceLoop(name: "cancel")
         defer { loop.shutdownGracefully() }
         let fired = Atomic<Int>(0)
         // Cancelled from another thread, right away.
@@ -151,10 +151,10 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func timersFireInDeadlineOrder() async throws {
-        let loop = try EventLoop(name: "order")
+        let loop = try SluiceLoop(name: "order")
         defer { loop.shutdownGracefully() }
         let order = Mutex<[Int]>([])
-        let base = EventLoop.monotonicNow()
+        let base = SluiceLoop.monotonicNow()
         // Deadlines far enough apart that all three are armed before the first is due, even on
         // a loaded machine under a sanitizer: timers armed when they are already due fire in
         // no particular order among themselves.
@@ -173,7 +173,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func jobsFromFourThreadsRunOnceInOrderPerThread() async throws {
-        let loop = try EventLoop(name: "fan-in")
+        let loop = try SluiceLoop(name: "fan-in")
         let threads = 4
         let perThread = 10_000
         let recorder = JobRecorder(threads: threads)
@@ -197,8 +197,8 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func shutdownRunsQueuedJobsAndJoinsTheThread() async throws {
-        let loop = try EventLoop(name: "shutdown")
-        let loopThread = await onLoop(loop) { EventLoop.currentThreadID }
+        let loop = try SluiceLoop(name: "shutdown")
+        let loopThread = await onLoop(loop) { SluiceLoop.currentThreadID }
         let ran = Atomic<Int>(0)
         // Hold the loop busy so the next jobs are still queued when shutdown starts.
         loop.execute { usleep(50_000) }
@@ -223,7 +223,7 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     /// A task that prefers a loop and resumes after the loop stopped (an effect unwinding after
     /// a shutdown) runs to its end, with the loop as its thread's loop, instead of trapping.
     @Test func aTaskResumedAfterItsLoopStoppedRunsToItsEnd() async throws {
-        let loop = try EventLoop(name: "orphan")
+        let loop = try SluiceLoop(name: "orphan")
         let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let task = Task(executorPreference: loop) { () -> (Bool, Bool) in
             await withCheckedContinuation { continuation in parked.withSanitizedLock { $0 = continuation } }
@@ -240,12 +240,12 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func nowIsCachedWithinAnIteration() async throws {
-        let loop = try EventLoop(name: "now")
+        let loop = try SluiceLoop(name: "now")
         defer { loop.shutdownGracefully() }
         let (first, second, fresh) = await onLoop(loop) { () -> (Instant, Instant, Instant) in
             let first = loop.now
             usleep(2_000)
-            return (first, loop.now, EventLoop.monotonicNow())
+            return (first, loop.now, SluiceLoop.monotonicNow())
         }
         #expect(first == second)
         #expect(fresh - first >= .milliseconds(2))
@@ -254,14 +254,14 @@ private func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable 
     }
 
     @Test func groupPicksLoopsRoundRobinAndByKey() throws {
-        let group = try EventLoopGroup(loopCount: 3, namePrefix: "group")
+        let group = try SluiceLoopGroup(loopCount: 3, namePrefix: "group")
         defer { group.shutdownGracefully() }
         let picked = (0..<6).map { _ in ObjectIdentifier(group.next()) }
         #expect(picked[0] != picked[1] && picked[1] != picked[2] && picked[0] != picked[2])
         #expect(Array(picked[0..<3]) == Array(picked[3..<6]))
         #expect(group.loop(for: "user42") === group.loop(for: "user42"))
         #expect(group.loop(forKeyHash: 4) === group.loops[1])
-        #expect(throws: EventLoopError.self) { try EventLoopGroup(loopCount: 0) }
+        #expect(throws: SluiceLoopError.self) { try SluiceLoopGroup(loopCount: 0) }
     }
 }
 
@@ -275,7 +275,7 @@ private final class JobRecorder: Sendable {
     }
 
     /// Starts a thread that enqueues `jobs` numbered jobs onto `loop`, then resumes `done`.
-    func startProducer(thread: Int, jobs: Int, loop: EventLoop, done: CheckedContinuation<Void, Never>) {
+    func startProducer(thread: Int, jobs: Int, loop: SluiceLoop, done: CheckedContinuation<Void, Never>) {
         let producer = Thread { [self] in
             for sequence in 0..<jobs {
                 loop.execute {

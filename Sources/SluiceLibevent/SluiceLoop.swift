@@ -13,13 +13,13 @@ import Darwin
 
 /// A libevent `event_base` running on a thread of its own, usable as a Swift executor.
 ///
-/// `EventLoop` is both a `SerialExecutor` (an actor whose `unownedExecutor` is the loop runs on
+/// `SluiceLoop` is both a `SerialExecutor` (an actor whose `unownedExecutor` is the loop runs on
 /// the loop thread) and a `TaskExecutor` (a task started with `Task(executorPreference: loop)`
 /// resumes on the loop thread after each `await`). Sockets and timers on the same base are
 /// driven by the same thread, so an actor pinned to the loop can be entered synchronously from a
 /// libevent callback with `assumeIsolated`.
 ///
-/// Create loops directly or through ``EventLoopGroup``; stop each with ``shutdownGracefully()``.
+/// Create loops directly or through ``SluiceLoopGroup``; stop each with ``shutdownGracefully()``.
 ///
 /// With the epoll backend (Linux) the base batches its epoll changes and applies them once per
 /// iteration (libevent's changelist), which saves system calls on every request. A socket you
@@ -29,13 +29,13 @@ import Darwin
 /// instant would still inherit it.)
 ///
 /// ```swift
-/// let loop = try EventLoop()
+/// let loop = try SluiceLoop()
 /// loop.execute { print("on the loop") }
 /// let timer = loop.schedule(after: .milliseconds(5)) { print("5 ms later") }
 /// timer.cancel()
 /// loop.shutdownGracefully()
 /// ```
-public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConvertible,
+public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvertible,
     @unchecked Sendable
 {
     // @unchecked Sendable: every stored property is either immutable after `init`, guarded by
@@ -80,14 +80,14 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     /// Creates an event base and starts its thread.
     ///
-    /// - Throws: ``EventLoopError`` when libevent cannot create the base or the thread cannot
+    /// - Throws: ``SluiceLoopError`` when libevent cannot create the base or the thread cannot
     ///   start.
-    public init(name: String = "sluice-loop") throws(EventLoopError) {
+    public init(name: String = "sluice-loop") throws(SluiceLoopError) {
         LibeventThreading.enable()
         self.name = name
 
         guard let config = event_config_new() else {
-            throw EventLoopError(code: .baseCreationFailed, message: "event_config_new failed", input: name)
+            throw SluiceLoopError(code: .baseCreationFailed, message: "event_config_new failed", input: name)
         }
         defer { event_config_free(config) }
         // Precise (CLOCK_MONOTONIC) timers instead of the coarse clock: policies decide in
@@ -100,7 +100,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         // inherited by a child process, so every socket it opens is close-on-exec.
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))
         guard let base = event_base_new_with_config(config) else {
-            throw EventLoopError(code: .baseCreationFailed, message: "event_base_new_with_config failed", input: name)
+            throw SluiceLoopError(code: .baseCreationFailed, message: "event_base_new_with_config failed", input: name)
         }
         self.base = base
         self.queue = Mutex(JobQueue())
@@ -112,7 +112,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
             let yield = event_new(base, -1, 0, eventLoopWakeCallback, nil)
         else {
             event_base_free(base)
-            throw EventLoopError(code: .baseCreationFailed, message: "event_new (wake-up) failed", input: name)
+            throw SluiceLoopError(code: .baseCreationFailed, message: "event_new (wake-up) failed", input: name)
         }
         self.wakeEvent = wake
         self.yieldEvent = yield
@@ -122,12 +122,12 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     deinit {
-        precondition(stopped.load(ordering: .acquiring), "EventLoop \(name) deinitialised while running: call shutdownGracefully()")
+        precondition(stopped.load(ordering: .acquiring), "SluiceLoop \(name) deinitialised while running: call shutdownGracefully()")
         loopOnlyStorage.deinitialize(count: 1)
         loopOnlyStorage.deallocate()
     }
 
-    public var description: String { "EventLoop(\(name))" }
+    public var description: String { "SluiceLoop(\(name))" }
 
     // MARK: - Thread identity
 
@@ -137,9 +137,9 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     }
 
     /// The loop whose thread the caller runs on, if any.
-    public static var current: EventLoop? {
+    public static var current: SluiceLoop? {
         guard let pointer = sluice_current_loop_get() else { return nil }
-        return Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue()
+        return Unmanaged<SluiceLoop>.fromOpaque(pointer).takeUnretainedValue()
     }
 
     /// Traps unless the caller runs on this loop's thread.
@@ -239,7 +239,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         inEventLoop
     }
 
-    public func isSameExclusiveExecutionContext(other: EventLoop) -> Bool {
+    public func isSameExclusiveExecutionContext(other: SluiceLoop) -> Bool {
         self === other
     }
 
@@ -355,7 +355,7 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
         let context = Unmanaged.passRetained(timer).toOpaque()
         guard let event = event_new(base, -1, 0, eventLoopTimerCallback, context) else {
             Unmanaged<LoopTimer>.fromOpaque(context).release()
-            fatalError("EventLoop \(name): event_new failed for a timer")
+            fatalError("SluiceLoop \(name): event_new failed for a timer")
         }
         timer.event = event
         loopOnly.armedTimers[ObjectIdentifier(timer)] = timer
@@ -457,21 +457,21 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
 
     // MARK: - Thread and shutdown
 
-    private func startThread() throws(EventLoopError) {
+    private func startThread() throws(SluiceLoopError) {
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
-            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+            let loop = Unmanaged<SluiceLoop>.fromOpaque(context!).takeRetainedValue()
             loop.threadMain()
             return nil
         }, context)
         guard result == 0 else {
-            Unmanaged<EventLoop>.fromOpaque(context).release()
+            Unmanaged<SluiceLoop>.fromOpaque(context).release()
             event_free(wakeEvent)
             event_free(yieldEvent)
             event_base_free(base)
             stopped.store(true, ordering: .releasing)
-            throw EventLoopError(code: .threadStartFailed, message: "pthread_create failed with \(result)", input: name)
+            throw SluiceLoopError(code: .threadStartFailed, message: "pthread_create failed with \(result)", input: name)
         }
         threadBox.withSanitizedLock { $0 = thread }
     }
@@ -566,7 +566,7 @@ public protocol LoopResource: AnyObject {
     func closeForShutdown()
 }
 
-/// A timer scheduled on an ``EventLoop``. Cancelling it guarantees its body never runs.
+/// A timer scheduled on an ``SluiceLoop``. Cancelling it guarantees its body never runs.
 public final class LoopTimer: Sendable {
     /// The instant it fires at, on the loop's monotonic timeline.
     public let deadline: Instant
@@ -574,12 +574,12 @@ public final class LoopTimer: Sendable {
     /// (often the object holding the timer) is not kept alive by it. Set before the timer is
     /// handed to its loop, then read and cleared on the loop thread only.
     nonisolated(unsafe) fileprivate var body: (@Sendable () -> Void)?
-    private let loop: EventLoop
+    private let loop: SluiceLoop
     private let cancelled = Atomic<Bool>(false)
     // Written and read on the loop thread only.
     nonisolated(unsafe) fileprivate var event: OpaquePointer?
 
-    fileprivate init(loop: EventLoop, deadline: Instant, body: @escaping @Sendable () -> Void) {
+    fileprivate init(loop: SluiceLoop, deadline: Instant, body: @escaping @Sendable () -> Void) {
         self.loop = loop
         self.deadline = deadline
         self.body = body
@@ -596,7 +596,7 @@ public final class LoopTimer: Sendable {
 }
 
 /// An error from the loop layer: a code, a message and the offending input.
-public struct EventLoopError: Error, Hashable, CustomStringConvertible {
+public struct SluiceLoopError: Error, Hashable, CustomStringConvertible {
     /// What went wrong.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable { case baseCreationFailed, threadStartFailed, invalidArgument, bindFailed }
@@ -619,7 +619,7 @@ public struct EventLoopError: Error, Hashable, CustomStringConvertible {
     /// The input that caused it.
     public let input: String
 
-    public var description: String { "EventLoopError(\(code)): \(message) [\(input)]" }
+    public var description: String { "SluiceLoopError(\(code)): \(message) [\(input)]" }
 }
 
 // MARK: - Private machinery
@@ -666,21 +666,21 @@ private enum LibeventThreading {
 }
 
 private func eventLoopWakeCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
-    EventLoop.current!.runQueuedJobs()
+    SluiceLoop.current!.runQueuedJobs()
 }
 
 private func eventLoopTimerCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     let timer = Unmanaged<LoopTimer>.fromOpaque(context!).takeUnretainedValue()
-    EventLoop.current!.fireTimer(timer)
+    SluiceLoop.current!.fireTimer(timer)
 }
 
-extension EventLoop {
+extension SluiceLoop {
     fileprivate func fireTimer(_ timer: LoopTimer) {
         fire(timer)
     }
 }
 
-extension EventLoop {
+extension SluiceLoop {
     /// The calling thread's kernel id, for diagnostics and tests.
     public static var currentThreadID: Int64 {
         sluice_current_thread_id()
