@@ -185,10 +185,9 @@ extension PluginLane {
             }
             return
         }
-        var generator = SystemRandomNumberGenerator()
         let step = attempt.step(
             after: try? result.get(), joins: joins, lease: options.lease,
-            failureMode: binding.failureMode, now: shard.now, using: &generator)
+            failureMode: binding.failureMode, now: shard.now, using: &binding.jitter)
         switch step {
         case .run(let lease):
             guard isPending(token) else {

@@ -51,6 +51,8 @@ final class SharedLaneState<Output: Sendable> {
     var heartbeats: [EventToken: any GateTimer] = [:]
     var unwritten: [String: Unwritten] = [:]
     var polls: [EventToken: any GateTimer] = [:]
+    /// The jitter of this lane's polls.
+    var jitter = SplitMix64()
     /// Record releases sent and not yet answered (or given up).
     var pendingReleases = 0
     /// The plugin's watch over the store's epochs (shared by its shards).

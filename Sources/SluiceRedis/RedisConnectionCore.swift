@@ -105,6 +105,8 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
     /// The connect deadline while connecting, the reconnect delay while waiting.
     private var phaseTimer: LoopTimer?
     private var reconnectAttempt = 0
+    /// The jitter of reconnects.
+    private var jitter = SplitMix64()
     private var outage: Outage?
     private var registeredForShutdown = false
 
@@ -459,7 +461,7 @@ final class RedisConnectionCore: LoopResource, @unchecked Sendable {
         // Equal jitter: half the delay fixed, half random, so that many connections losing the
         // same server do not come back in step.
         let half = ceiling.nanosecondsClamped / 2
-        let delay = Duration.nanoseconds(half + Int64.random(in: 0...max(0, half)))
+        let delay = Duration.nanoseconds(half + Int64.random(in: 0...max(0, half), using: &jitter))
         let generation = generation
         phaseTimer?.cancel()
         phaseTimer = loop.schedule(after: delay) { [weak self] in

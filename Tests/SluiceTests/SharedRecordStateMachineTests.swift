@@ -7,19 +7,6 @@ import Testing
 /// execution holds (renewals, the commit guard, a takeover), a request's claim (replays, polls,
 /// refusals, failures) and what an ended execution does with its record.
 @Suite struct SharedRecordStateMachineTests {
-    /// A deterministic generator (SplitMix64), so that a failure replays.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let lease = StoreLease(owner: "a-0-1", fence: FencingToken(epoch: 7, counter: 1))
     static let length = Duration.seconds(30)
 
@@ -187,7 +174,7 @@ import Testing
     // MARK: - The claim
 
     @Test func eachStoreAnswerToAFirstClaimLeadsToItsStep() {
-        var generator = SeededGenerator(state: 1)
+        var generator = SplitMix64(seed: 1)
         let now = Self.at(5_000)
         let rows: [(answer: StoreClaim?, joins: Bool, mode: StoreFailureMode, step: SharedRecordClaim.Step)] = [
             (.claimed(Self.lease), true, .closed, .run(Self.lease)),
@@ -207,7 +194,7 @@ import Testing
     }
 
     @Test func aDuplicateOfARunningRecordPollsWithBackoffForALeaseThenIsRefused() {
-        var generator = SeededGenerator(state: 42)
+        var generator = SplitMix64(seed: 42)
         let lease = Duration.seconds(3)
         var claim = SharedRecordClaim.first
         var now = Self.at(0)
@@ -236,7 +223,7 @@ import Testing
     }
 
     @Test func callersOfALostLeaseWaitForTheRecordAndNeverRunItAlone() {
-        var generator = SeededGenerator(state: 3)
+        var generator = SplitMix64(seed: 3)
         let claim = SharedRecordClaim.awaiting(until: Self.at(30_000))
         let step = claim.step(after: .running, joins: true, lease: Self.length, failureMode: .local, now: Self.at(1_000), using: &generator)
         guard case .poll(let next, _) = step else {
