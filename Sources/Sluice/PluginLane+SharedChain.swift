@@ -120,23 +120,32 @@ extension PluginLane {
                 refusal = .busy
             }
         }
+        let key = storeKey(identity.record)
         if refusal == nil, isPending(token),
             binding.flights[identity.record] != nil || binding.unwritten[identity.record] != nil
         {
             // This process took the record again meanwhile (this lease ran out while the chain
-            // was decided, and a later claim here won it): that execution answers for it.
-            refusal = .conflict
+            // was decided, and a later claim here won it): this request's part goes back (its
+            // lease is stale, so the store keeps the record), and it is answered from what holds
+            // the record here, as a duplicate is.
+            if let pass { giveBack(pass, now: shard.now) }
+            releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+            let joins = (identity.concurrent ?? binding.idempotency?.concurrent) != .reject
+            answerFromHeldRecord(request, token: token, identity: identity, joins: joins, shard: shard, binding: binding)
+            return
         }
-        // `runClaimed` refuses to start under a lease the chain's round trips used too much of.
         if refusal == nil, isPending(token) {
+            // It starts, or refuses having given back what `pass` holds (a claim answered too
+            // late to start under its lease included).
             refusal = runClaimed(
                 request, token: token, identity: identity, lease: lease, sentAt: sentAt, limits: pass, shard: shard,
                 binding: binding)
             if refusal == nil { return }
+        } else if let pass {
+            giveBack(pass, now: shard.now)
         }
-        if let pass { giveBack(pass, now: shard.now) }
         // Nothing ran: the record goes back, so that nothing is stored for it.
-        releaseRecord(storeKey(identity.record), lease: lease, attempt: 0, shard: shard)
+        releaseRecord(key, lease: lease, attempt: 0, shard: shard)
         recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now)
         answerPending(token, with: refusal ?? .cancelled(.scopeClosed), shard: shard)
     }

@@ -167,22 +167,7 @@ extension PluginLane {
                 // refused, and a retry would run the effect again.
                 adopt(lease, record: identity.record, key: key, claimSentAt: sentAt, shard: shard, binding: binding)
             }
-            // A duplicate of the execution running here waits for it as it is: its waiter,
-            // registered and charged when it began waiting for the store, joins it.
-            if let flight = binding.flights[identity.record], flight.fingerprint == identity.fingerprint, joins,
-                joinPending(token, owner: flight.token)
-            {
-                refundQuota()
-                return
-            }
-            guard let completion = takePending(token, shard: shard) else { return }
-            refundQuota()
-            let held = heldOutcome(
-                request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding,
-                options: options)
-            if let held, let outcome = carryOut(held, later: { completion }, shard: shard) {
-                deliver(completion, outcome, shard: shard)
-            }
+            answerFromHeldRecord(request, token: token, identity: identity, joins: joins, shard: shard, binding: binding)
             return
         }
         let step = attempt.step(
@@ -197,6 +182,14 @@ extension PluginLane {
                 return
             }
             if storeDecidesChain {
+                // A claim answered too late to start (``runClaimed(_:token:identity:lease:sentAt:limits:shard:binding:)``)
+                // spends nothing at the store's chain.
+                guard SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt).mayStart(now: shard.now) else {
+                    releaseRecord(key, lease: lease, attempt: 0, shard: shard)
+                    refundQuota()
+                    answerPending(token, with: .unavailable, shard: shard)
+                    return
+                }
                 admitClaimedChain(
                     request, token: token, identity: identity, lease: lease, sentAt: sentAt, shard: shard, binding: binding)
                 return
@@ -245,6 +238,30 @@ extension PluginLane {
             let local = Self.locally(completion)
             let decision = submitIdempotentLocally(request, token: token, later: { local }, shard: shard)
             if let outcome = carryOut(decision, later: { local }, shard: shard) { deliver(local, outcome, shard: shard) }
+        }
+    }
+
+    /// Answers the pending request `token` from what this process holds of its record (an
+    /// execution running here, or a result not written yet), its record quota given back: a
+    /// duplicate that joins waits for the execution as it is (its waiter, registered and charged
+    /// when it began waiting for the store, joins it); otherwise it is answered from the held
+    /// record (a replay, a mismatch, a conflict).
+    func answerFromHeldRecord(
+        _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, joins: Bool, shard: GateShard,
+        binding: SharedLaneState<Output>
+    ) {
+        guard let options = binding.idempotency else { return }
+        recordQuota?.value.refund(key: request.key, quantity: 1, now: shard.now)
+        if let flight = binding.flights[identity.record], flight.fingerprint == identity.fingerprint, joins,
+            joinPending(token, owner: flight.token)
+        {
+            return
+        }
+        guard let completion = takePending(token, shard: shard) else { return }
+        let held = heldOutcome(
+            request, token: token, identity: identity, later: { completion }, shard: shard, binding: binding, options: options)
+        if let held, let outcome = carryOut(held, later: { completion }, shard: shard) {
+            deliver(completion, outcome, shard: shard)
         }
     }
 

@@ -328,6 +328,30 @@ import Testing
         #expect(b.plugin.counts.startedCount + a.plugin.counts.startedCount == 1)
     }
 
+    /// The same, with the record taken again by a duplicate on this instance: the late request
+    /// joins that execution, as a duplicate does, and the effect runs once.
+    @Test func aChainAnsweredAfterThisInstanceTookTheRecordAgainJoinsIt() async throws {
+        let (fleet, a, _) = try makeFleet {
+            ProbePlugin(
+                policy: .idempotent(try IdempotencyOptions(retention: .seconds(600), lease: .seconds(3), concurrent: .join)),
+                limits: [try .rate("r", try RateLimitOptions(count: 100, per: minute, burst: 100)) { $0.key }],
+                sleeping(.seconds(2)))
+        }
+        defer { fleet.shutdown() }
+        fleet.store.holdsNextAdmit.store(true, ordering: .relaxed)
+        let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
+        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        await fleet.advance(by: .seconds(4))
+        let second = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
+        try await pollUntil { a.plugin.counts.startedCount == 1 }
+        fleet.store.letHeldAdmitsThrough()
+        try await pollUntil { fleet.store.given >= 1 }
+        for _ in 0..<3 { await fleet.advance(by: .seconds(1)) }
+        #expect(await second.outcome.runInfo?.source == .executed)
+        #expect(await first.outcome.runInfo?.source == .joined)
+        #expect(a.plugin.counts.startedCount == 1)
+    }
+
     @Test func aShadowSlotIsRenewedWhileItsEffectRuns() async throws {
         let (fleet, a, b) = try makeFleet {
             ProbePlugin(
