@@ -1,4 +1,5 @@
-/// A small random number generator with state of its own (SplitMix64), seeded once.
+/// A small random number generator with state of its own (SplitMix64), seeded once. The load
+/// tester keeps one per client loop, so that runs with the same `--seed` make the same choices.
 ///
 /// Jitter on a request path (a poll's delay, a reconnect's backoff) draws from one of these,
 /// kept by its owner (a lane, a connection) and used where that owner is used. The system

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SluiceCore
 import SluiceLoadCore
 import Testing
 

@@ -1,4 +1,5 @@
 import Histogram
+import SluiceCore
 import SluiceLoadCore
 import Testing
 
