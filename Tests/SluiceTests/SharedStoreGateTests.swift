@@ -10,42 +10,12 @@ import Testing
 /// the in-memory reference implementation on the first harness's manual clock; the Redis store
 /// runs the same protocol (its own suite).
 @Suite struct SharedStoreGateTests {
-    /// Two instances of one plugin on a shared store, and that store.
-    struct Fleet: Sendable {
-        let a: GateHarness
-        let b: GateHarness
-        let store: MemoryStore
-
-        func advance(by duration: Duration) async {
-            // The store reads `a`'s clock; both move together.
-            await a.advance(by: duration)
-            await b.advance(by: duration)
-        }
-
-        func settle() async {
-            await a.settle()
-            await b.settle()
-        }
-
-        func shutdown() {
-            a.shutdown()
-            b.shutdown()
-        }
-    }
+    typealias Fleet = StoreFleet<MemoryStore>
 
     private func makeFleet<Plugin: GatePlugin>(
         _ make: () throws -> Plugin, mode: StoreFailureMode = .closed, instances: Int = 2
     ) throws -> (Fleet, PluginHandle<Plugin>, PluginHandle<Plugin>) {
-        let clock = ManualGateClock()
-        let store = MemoryStore(now: { clock.now })
-        var pluginsA = PluginRegistry()
-        var pluginsB = PluginRegistry()
-        let shared = try PluginStore.shared(store, whenUnavailable: mode, instances: instances)
-        let handleA = try pluginsA.register(try make(), store: shared)
-        let handleB = try pluginsB.register(try make(), store: shared)
-        let a = try GateHarness(plugins: pluginsA, clock: clock)
-        let b = try GateHarness(plugins: pluginsB)
-        return (Fleet(a: a, b: b, store: store), handleA, handleB)
+        try Fleet.make(store: { $0 }, mode: mode, instances: instances, make)
     }
 
     @Test func aDuplicateOnAnotherInstanceJoinsByPollingAndIsChargedOnce() async throws {

@@ -111,41 +111,15 @@ import Testing
         func isReachable(on loop: SluiceLoop) -> Bool { inner.isReachable(on: loop) }
 
         var given: Int { givenBack.load(ordering: .relaxed) }
+        var admitted: Int { admits.load(ordering: .relaxed) }
     }
 
-    /// Two gates (two instances) of one plugin on one observed store, on one manual clock.
-    struct Fleet: Sendable {
-        let a: GateHarness
-        let b: GateHarness
-        let store: ObservedStore
-
-        func advance(by duration: Duration) async {
-            await a.advance(by: duration)
-            await b.advance(by: duration)
-        }
-
-        func shutdown() {
-            a.shutdown()
-            b.shutdown()
-        }
-    }
+    typealias Fleet = StoreFleet<ObservedStore>
 
     private func makeFleet<Plugin: GatePlugin>(
         keyedPlaces: Bool = false, mode: StoreFailureMode = .closed, _ make: () throws -> Plugin
-    ) throws
-        -> (Fleet, PluginHandle<Plugin>, PluginHandle<Plugin>)
-    {
-        let clock = ManualGateClock()
-        let store = ObservedStore(MemoryStore(now: { clock.now }), keyedPlaces: keyedPlaces)
-        var pluginsA = PluginRegistry()
-        var pluginsB = PluginRegistry()
-        let shared = try PluginStore.shared(store, whenUnavailable: mode, instances: 2)
-        let handleA = try pluginsA.register(try make(), store: shared)
-        let handleB = try pluginsB.register(try make(), store: shared)
-        let a = try GateHarness(plugins: pluginsA, clock: clock)
-        // The store reads `a`'s clock; `b`'s moves with it (``Fleet/advance(by:)``).
-        let b = try GateHarness(plugins: pluginsB)
-        return (Fleet(a: a, b: b, store: store), handleA, handleB)
+    ) throws -> (Fleet, PluginHandle<Plugin>, PluginHandle<Plugin>) {
+        try Fleet.make(store: { ObservedStore($0, keyedPlaces: keyedPlaces) }, mode: mode, make)
     }
 
     private let minute = Duration.seconds(60)
@@ -167,7 +141,7 @@ import Testing
         }
         defer { fleet.shutdown() }
         let first = await fleet.a.gate.start(fleet.a.gate.request(payA, .init(key: "acct", idem: "k1", amount: 10)))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        try await pollUntil { fleet.store.admitted == 1 }
         // The account's one slot is held in the store by the first instance.
         let refused = await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 10))
         #expect(refusingStage(refused) == "pay-concurrency")
@@ -176,7 +150,7 @@ import Testing
         try await pollUntil { fleet.store.given >= 1 }
         // The slot is free; the account's rate counts the first instance's payment too.
         let ticket = await fleet.b.gate.start(fleet.b.gate.request(payB, .init(key: "acct", idem: "k3", amount: 10)))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 3 }
+        try await pollUntil { fleet.store.admitted == 3 }
         await fleet.advance(by: .seconds(2))
         let second = await ticket.outcome
         #expect(second.kind == "ran")
@@ -199,12 +173,12 @@ import Testing
         }
         defer { fleet.shutdown() }
         let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "u1", payload: "1")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        try await pollUntil { fleet.store.admitted == 2 }
         // u2's policy and its rate are one step (one key), the global slot another, refused:
         // the first step is given back.
         let refused = await fleet.b.gate.submit(b, Probe(key: "u2", payload: "2"))
         #expect(refusingStage(refused) == "global")
-        #expect(fleet.store.admits.load(ordering: .relaxed) == 4)
+        #expect(fleet.store.admitted == 4)
         if case .limited(let refusal) = refused {
             // Reported as it is once given back: its one unit is there again.
             #expect(refusal.reports.first { $0.stage == "user-rate" }?.decision.remaining == 1)
@@ -243,9 +217,9 @@ import Testing
         }
         defer { fleet.shutdown() }
         let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "x", payload: "1")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        try await pollUntil { fleet.store.admitted == 1 }
         let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "2")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        try await pollUntil { fleet.store.admitted == 2 }
         await fleet.advance(by: .seconds(1))
         #expect(await first.outcome.kind == "ran")
         #expect(await second.outcome.kind == "ran")
@@ -260,7 +234,7 @@ import Testing
         }
         defer { fleet.shutdown() }
         _ = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "x", payload: "1")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        try await pollUntil { fleet.store.admitted == 1 }
         // The slot's lease is ten seconds: renewed every third of it, it outlives it.
         for _ in 0..<30 {
             await fleet.advance(by: .seconds(1))
@@ -272,7 +246,7 @@ import Testing
         fleet.store.dropsRenewals.store(true, ordering: .relaxed)
         await fleet.advance(by: .seconds(11))
         let after = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "3")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 3 }
+        try await pollUntil { fleet.store.admitted == 3 }
         await fleet.advance(by: .seconds(60))
         #expect(await after.outcome.kind == "ran")
     }
@@ -304,22 +278,32 @@ import Testing
         #expect(processor.charges.current == 1)
     }
 
-    /// A claim granted, then its chain's answer late (a slow store): by then the record's lease
-    /// ran out and another instance claimed it and ran the effect. The late answer starts nothing.
-    @Test func aChainAnsweredAfterTheLeaseRanOutStartsNothing() async throws {
+    /// Two instances of an idempotent plugin with a 3 s lease and a chain, whose first request
+    /// (`first`, on `a`) has its claim granted and its chain's answer held back (a slow store)
+    /// while the lease runs out.
+    private func fleetWithALateChainAnswer(effect: Duration) async throws
+        -> (Fleet, PluginHandle<ProbePlugin<String>>, PluginHandle<ProbePlugin<String>>, GateTicket<String>)
+    {
         let (fleet, a, b) = try makeFleet {
             ProbePlugin(
-                policy: .idempotent(try IdempotencyOptions(retention: .seconds(600), lease: .seconds(3))),
+                policy: .idempotent(try IdempotencyOptions(retention: .seconds(600), lease: .seconds(3), concurrent: .join)),
                 limits: [try .rate("r", try RateLimitOptions(count: 100, per: minute, burst: 100)) { $0.key }],
-                sleeping(.seconds(5)))
+                sleeping(effect))
         }
-        defer { fleet.shutdown() }
         fleet.store.holdsNextAdmit.store(true, ordering: .relaxed)
         let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        try await pollUntil { fleet.store.admitted == 1 }
         await fleet.advance(by: .seconds(4))
+        return (fleet, a, b, first)
+    }
+
+    /// A claim granted, then its chain's answer late: by then the record's lease ran out and
+    /// another instance claimed it and ran the effect. The late answer starts nothing.
+    @Test func aChainAnsweredAfterTheLeaseRanOutStartsNothing() async throws {
+        let (fleet, a, b, first) = try await fleetWithALateChainAnswer(effect: .seconds(5))
+        defer { fleet.shutdown() }
         let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "k", payload: "p")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        try await pollUntil { fleet.store.admitted == 2 }
         fleet.store.letHeldAdmitsThrough()
         try await pollUntil { first.resolvedOutcome != nil || a.plugin.counts.startedCount > 0 }
         for _ in 0..<6 { await fleet.advance(by: .seconds(1)) }
@@ -331,17 +315,8 @@ import Testing
     /// The same, with the record taken again by a duplicate on this instance: the late request
     /// joins that execution, as a duplicate does, and the effect runs once.
     @Test func aChainAnsweredAfterThisInstanceTookTheRecordAgainJoinsIt() async throws {
-        let (fleet, a, _) = try makeFleet {
-            ProbePlugin(
-                policy: .idempotent(try IdempotencyOptions(retention: .seconds(600), lease: .seconds(3), concurrent: .join)),
-                limits: [try .rate("r", try RateLimitOptions(count: 100, per: minute, burst: 100)) { $0.key }],
-                sleeping(.seconds(2)))
-        }
+        let (fleet, a, _, first) = try await fleetWithALateChainAnswer(effect: .seconds(2))
         defer { fleet.shutdown() }
-        fleet.store.holdsNextAdmit.store(true, ordering: .relaxed)
-        let first = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
-        await fleet.advance(by: .seconds(4))
         let second = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "k", payload: "p")))
         try await pollUntil { a.plugin.counts.startedCount == 1 }
         fleet.store.letHeldAdmitsThrough()
@@ -360,14 +335,14 @@ import Testing
         }
         defer { fleet.shutdown() }
         _ = await fleet.a.gate.start(fleet.a.gate.request(a, Probe(key: "x", payload: "1")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 1 }
+        try await pollUntil { fleet.store.admitted == 1 }
         // Past the slot's ten-second lease: renewed, the shadow slot still counts.
         for _ in 0..<20 {
             await fleet.advance(by: .seconds(1))
             try await pollUntil { fleet.store.inner.calls >= fleet.store.renewals.load(ordering: .relaxed) }
         }
         let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "2")))
-        try await pollUntil { fleet.store.admits.load(ordering: .relaxed) == 2 }
+        try await pollUntil { fleet.store.admitted == 2 }
         await fleet.advance(by: .seconds(60))
         #expect(await second.outcome.kind == "ran")
         #expect(await fleet.b.gate.statistics().shadowRefusals["probe"] == ["slots": 1])
