@@ -34,20 +34,38 @@ extension RedisStore {
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         var arguments: [[UInt8]] = [Self.argument(max(0, cost)), Array(owner.utf8)]
-        for stage in stages {
-            switch stage.limit {
-            case .throttle(let interval):
-                arguments += [Array("t".utf8), Self.argument(Self.microseconds(interval)), Array("0".utf8)]
-            case .rate(let options):
-                let (emission, tolerance) = Self.gcraArguments(options)
-                arguments += [Array("g".utf8), emission, tolerance]
-            case .concurrency(let limit, let lease):
-                arguments += [Array("c".utf8), Self.argument(limit), Self.argument(Self.milliseconds(lease))]
-            }
-            arguments.append(Array((stage.shadow ? "1" : "0").utf8))
-        }
+        for stage in stages { arguments += Self.admitArguments(stage) }
         run(RedisChainScripts.admit, keys: stages.map(stageKey), arguments: arguments, on: loop, completion) { reply in
             Self.admission(reply, stages: stages)
+        }
+    }
+
+    /// The admit script's four arguments for `stage`: its kind, two parameters, and shadow mode.
+    static func admitArguments(_ stage: StoreStage) -> [[UInt8]] {
+        var arguments: [[UInt8]]
+        switch stage.limit {
+        case .throttle(let interval):
+            arguments = [Array("t".utf8), argument(microseconds(interval)), Array("0".utf8)]
+        case .rate(let options):
+            let (emission, tolerance) = gcraArguments(options)
+            arguments = [Array("g".utf8), emission, tolerance]
+        case .concurrency(let limit, let lease):
+            arguments = [Array("c".utf8), argument(limit), argument(milliseconds(lease))]
+        }
+        arguments.append(Array((stage.shadow ? "1" : "0").utf8))
+        return arguments
+    }
+
+    /// Decides one stage, a plugin's own throttle or rate limit, under `key` (the plugin's
+    /// key: `<prefix>:{<plugin>:<key>}:<kind>`) with the admit script: the verdict, whether it
+    /// admits or refuses.
+    func decide(
+        _ stage: StoreStage, key: [UInt8], cost: Int, on loop: SluiceLoop,
+        _ completion: @escaping @Sendable (Result<StoreVerdict, StoreError>) -> Void
+    ) {
+        let arguments = [Self.argument(max(0, cost)), []] + Self.admitArguments(stage)
+        run(RedisChainScripts.admit, keys: [key], arguments: arguments, on: loop, completion) { reply in
+            Self.admission(reply, stages: [stage])?.verdicts.first
         }
     }
 

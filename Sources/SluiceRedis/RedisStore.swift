@@ -194,12 +194,13 @@ public final class RedisStore: SharedStore {
         _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
     ) {
-        run(
-            RedisStoreScripts.throttle, keys: [self.key(key, "t")],
-            arguments: [Self.argument(Self.microseconds(interval))], on: loop, completion
-        ) { reply -> Duration?? in
-            guard let wait = reply.int else { return nil }
-            return .some(wait > 0 ? .microseconds(wait) : nil)
+        let stage = StoreStage(scope: key.plugin, key: key.key, limit: .throttle(interval: interval))
+        decide(stage, key: self.key(key, "t"), cost: 1, on: loop) { verdict in
+            completion(
+                verdict.flatMap { verdict in
+                    guard case .throttle(let wait, _) = verdict else { return .failure(Self.unexpectedVerdict) }
+                    return .success(wait)
+                })
         }
     }
 
@@ -207,20 +208,18 @@ public final class RedisStore: SharedStore {
         _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
-        let (emission, tolerance) = Self.gcraArguments(options)
-        run(
-            RedisStoreScripts.rateLimit, keys: [self.key(key, "g")],
-            arguments: [emission, tolerance, Self.argument(max(0, cost))], on: loop,
-            completion
-        ) { reply in
-            guard let fields = reply.array, fields.count == 4, let allowed = fields[0].int, let remaining = fields[1].int,
-                let retry = fields[2].int, let reset = fields[3].int
-            else { return nil }
-            return RateLimitDecision(
-                allowed: allowed == 1, limit: options.limit, remaining: remaining,
-                retryAfter: retry >= 0 && allowed != 1 ? .microseconds(retry) : nil, resetAfter: .microseconds(max(0, reset)))
+        let stage = StoreStage(scope: key.plugin, key: key.key, limit: .rate(options))
+        decide(stage, key: self.key(key, "g"), cost: cost, on: loop) { verdict in
+            completion(
+                verdict.flatMap { verdict in
+                    guard case .stage(.rate(let decision)) = verdict else { return .failure(Self.unexpectedVerdict) }
+                    return .success(decision)
+                })
         }
     }
+
+    /// A verdict of another kind than the stage asked (the script and its parser disagree).
+    private static let unexpectedVerdict = StoreError(code: .protocolError, message: "a store script answered another kind of stage")
 
     public func claim(
         _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,

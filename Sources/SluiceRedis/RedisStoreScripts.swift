@@ -1,53 +1,8 @@
-/// The store's Lua scripts: each decision is one script, one round trip, and reads the time
-/// from Redis (`TIME`), never from the instances. Times are microseconds; every key gets a TTL.
+/// The store's Lua scripts of idempotency records: each decision is one script, one round trip,
+/// and reads the time from Redis (`TIME`), never from the instances. Times are microseconds;
+/// every key gets a TTL. Throttles and rate limits, a plugin's own or its chain's, are decided by
+/// ``RedisChainScripts/admit``.
 enum RedisStoreScripts {
-    /// Leading throttle. KEYS: window. ARGV: interval (µs). Returns 0 when the request runs (the
-    /// window starts now), else the microseconds until the key may run again.
-    static let throttle = RedisScript(
-        """
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        local interval = tonumber(ARGV[1])
-        local last = redis.call('GET', KEYS[1])
-        if last then
-          local wait = tonumber(last) + interval - now
-          if wait > 0 then return wait end
-        end
-        redis.call('SET', KEYS[1], now, 'PX', math.max(1, math.ceil(interval / 1000)))
-        return 0
-        """)
-
-    /// GCRA (redis-cell's `CL.THROTTLE`). KEYS: arrival time. ARGV: emission interval (µs, with
-    /// a fraction), tolerance (µs, interval × limit), quantity. Returns {allowed, remaining, retry-after µs
-    /// (-1: none), reset-after µs}. A refused request stores nothing.
-    static let rateLimit = RedisScript(
-        """
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        local e = tonumber(ARGV[1])
-        local tau = tonumber(ARGV[2])
-        local q = tonumber(ARGV[3])
-        local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-        if tat < now then tat = now end
-        local newTat = tat + q * e
-        local allowAt = newTat - tau
-        local allowed, ttl, retry
-        if allowAt <= now then
-          allowed = 1
-          ttl = newTat - now
-          retry = -1
-          if ttl > 0 then redis.call('SET', KEYS[1], newTat, 'PX', math.max(1, math.ceil(ttl / 1000))) end
-        else
-          allowed = 0
-          ttl = tat - now
-          if q * e <= tau then retry = allowAt - now else retry = -1 end
-        end
-        local nextValue = tau - ttl
-        local remaining = 0
-        if nextValue > 0 then remaining = math.floor(nextValue / e) end
-        return {allowed, remaining, retry, ttl}
-        """)
-
     /// Claims an idempotency record. KEYS: record (hash), fence counter, the store's epoch marker.
     /// ARGV: fingerprint, owner, lease (ms), fence counter TTL (ms). Returns {'claimed', counter,
     /// epoch}, {'running'}, {'completed', result} or {'mismatch', stored fingerprint}. A record
