@@ -223,6 +223,8 @@ public final class MemoryStore: SharedStore {
         answer(on: loop, completion) { state, t in
             let instant = Instant(nanoseconds: t)
             var admission = StoreAdmission(result: .admitted, verdicts: [])
+            // Each rate stage's state after this request, written only if every stage admits.
+            var spent = [RateLimitState?](repeating: nil, count: stages.count)
             // Every stage decides on the state as it is; nothing changes unless all admit.
             for (index, stage) in stages.enumerated() {
                 let key = stage.storeKey
@@ -237,6 +239,7 @@ public final class MemoryStore: SharedStore {
                 case .rate(let options):
                     var limit = state.limits[key] ?? RateLimitState()
                     verdict = .stage(.rate(limit.check(now: instant, options: options, quantity: cost)))
+                    spent[index] = limit
                 case .concurrency(let limit, _):
                     let held = state.slots[key, default: [:]].values.count { t < $0 }
                     verdict = .stage(.concurrency(limit: limit, inFlight: held < limit ? held + 1 : held, allowed: held < limit))
@@ -260,10 +263,8 @@ public final class MemoryStore: SharedStore {
                 switch stage.limit {
                 case .throttle(let interval):
                     state.stageWindows[key] = (t, Self.add(t, interval.nanosecondsClamped))
-                case .rate(let options):
-                    var limit = state.limits[key] ?? RateLimitState()
-                    _ = limit.check(now: instant, options: options, quantity: cost)
-                    state.limits[key] = limit
+                case .rate:
+                    state.limits[key] = spent[index]
                 case .concurrency(_, let lease):
                     var slots = state.slots[key, default: [:]].filter { t < $0.value }
                     slots[owner] = Self.add(t, lease.nanosecondsClamped)

@@ -113,11 +113,11 @@ extension SharedStore {
     public func giveBackChain(_ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop) {
         guard !admission.hold.isEmpty else { return }
         for range in StagedStoreAdmission(places: stages.map { place(of: $0) }).steps {
-            var part = StoreAdmission(result: .admitted, verdicts: [])
-            for index in range {
-                part.verdicts.append(index < admission.verdicts.count ? admission.verdicts[index] : .throttle(wait: nil, windowStart: 0))
-                if admission.hold.contains(index) { part.hold.insert(index - range.lowerBound) }
-            }
+            // An admission that holds anything has a verdict for every stage (a store that
+            // answered fewer closes no throttle window it gave no verdict for).
+            var part = StoreAdmission(
+                result: .admitted, verdicts: Array(admission.verdicts[range.clamped(to: admission.verdicts.indices)]))
+            for index in range where admission.hold.contains(index) { part.hold.insert(index - range.lowerBound) }
             guard !part.hold.isEmpty else { continue }
             giveBack(Array(stages[range]), admission: part, cost: cost, owner: owner, on: loop) { _ in }
         }

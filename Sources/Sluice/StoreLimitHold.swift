@@ -20,8 +20,10 @@ final class StoreLimitHold: Sendable {
     private let loop: SluiceLoop
     private let clock: any GateClock
     private let slotsLost: Counter
-    /// The concurrency stages it holds (shadow ones included), and their shortest lease.
+    /// The concurrency stages it holds (shadow ones included), where they are among `stages`,
+    /// and their shortest lease.
     private let slots: [StoreStage]
+    private let slotHold: ChainHold
     private let slotLease: Duration?
 
     private struct State {
@@ -47,13 +49,16 @@ final class StoreLimitHold: Sendable {
         self.clock = clock
         self.slotsLost = slotsLost
         var slots: [StoreStage] = []
+        var slotHold = ChainHold()
         var lease: Duration?
         for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
             guard case .concurrency(_, let length) = stage.limit else { continue }
             slots.append(stage)
+            slotHold.insert(index)
             lease = min(lease ?? length, length)
         }
         self.slots = slots
+        self.slotHold = slotHold
         self.slotLease = lease
         self.state = Mutex(State(held: slots.count))
     }
@@ -120,12 +125,8 @@ final class StoreLimitHold: Sendable {
     /// Its effect ended: its slots are free (the rate it spent stays spent).
     @usableFromInline func release() {
         guard end(), !slots.isEmpty else { return }
-        var slotsOnly = admission
-        slotsOnly.hold = ChainHold()
-        for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
-            if case .concurrency = stage.limit { slotsOnly.hold.insert(index) }
-        }
-        let freed = slotsOnly
-        onLoop { [self] in store.giveBackChain(stages, admission: freed, cost: 0, owner: owner, on: loop) }
+        var freed = admission
+        freed.hold = slotHold
+        onLoop { [self, freed] in store.giveBackChain(stages, admission: freed, cost: 0, owner: owner, on: loop) }
     }
 }
