@@ -188,9 +188,12 @@ struct RedisInstancesTests {
     @Test func thePaymentChainIsSharedByEveryInstanceThroughRedis() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
+        // The first payment holds the account's slot for its latency, while b is asked: five
+        // seconds, far more than a request takes under a sanitizer on a busy machine (300 ms was
+        // not, under ThreadSanitizer in CI).
         let options = [
             "--pay-rate", "1", "--pay-period-ms", "600000", "--pay-burst", "1", "--pay-concurrency", "1",
-            "--pay-latency-ms", "300",
+            "--pay-latency-ms", "5000",
         ]
         let a = try await Instance(redis: redis, options)
         defer { a.stop() }
