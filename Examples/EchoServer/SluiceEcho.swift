@@ -134,10 +134,13 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("pay-records-per-key"), help: "PAY: new payments one account may open back to back, and as many more per --pay-retention-s; past that its new payments get ERR busy (0: no quota).")
     var payRecordsPerKey = PaymentPlugin.defaultRecordsPerKey
 
-    @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (least recently used keys are evicted).")
+    @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (with its summary of evicted keys, when it remembers them).")
     var tapTableMebibytes = 64
 
-    @Option(name: .customLong("tap-tally-mib"), help: "TAP: memory budget of the per-key tap counts, in MiB (when full, the least recently counted key restarts from zero).")
+    @Option(name: .customLong("tap-when-full"), help: "TAP: when the throttle table is full of live keys, evict one and forget it (a throttled key may tap again), evict one and remember it in a summary (a few never-seen keys in a million are throttled), or refuse the new key (ERR busy): forget, remember or refuse.")
+    var tapWhenFull: WhenTableFull = .forget
+
+    @Option(name: .customLong("tap-tally-mib"), help: "TAP: memory budget of the per-key tap counts, in MiB (when full, a key not counted lately restarts from zero).")
     var tapTallyMebibytes = 32
 
     @Option(name: .customLong("pay-table-mib"), help: "PAY: memory budget of the idempotency table, in MiB (when full, new payments get ERR busy).")
@@ -146,8 +149,11 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("search-table-mib"), help: "SEARCH: memory budget of the debounce table, in MiB.")
     var searchTableMebibytes = 64
 
-    @Option(name: .customLong("limit-table-mib"), help: "LIMIT: memory budget of the GCRA table, in MiB (least recently used keys are evicted).")
+    @Option(name: .customLong("limit-table-mib"), help: "LIMIT: memory budget of the GCRA table, in MiB (with its summary of evicted keys, when it remembers them).")
     var limitTableMebibytes = 64
+
+    @Option(name: .customLong("limit-when-full"), help: "LIMIT: when the GCRA table is full of live keys, evict one and forget it (a limited key starts again with its full burst), evict one and remember it in a summary (a few never-seen keys in a million are limited), or refuse the new key (ERR busy): forget, remember or refuse.")
+    var limitWhenFull: WhenTableFull = .remember
 
     @Option(name: .customLong("page-table-mib"), help: "PAGE: memory budget of the loads in flight and their waiters, in MiB.")
     var pageTableMebibytes = 16
@@ -280,7 +286,7 @@ struct SluiceEcho: AsyncParsableCommand {
         var verbs = LineVerbs()
         var routes = HTTPRoutes()
         let tap = try plugins.register(
-            ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds)),
+            ButtonTapPlugin(window: .milliseconds(tapWindowMilliseconds), whenFull: tapWhenFull),
             budget: .bytes(tapTableMebibytes << 20), tallyBudget: .bytes(tapTallyMebibytes << 20), store: store)
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
         try routes.register(TapHTTPCodec(tap.plugin), for: tap)
@@ -304,7 +310,7 @@ struct SluiceEcho: AsyncParsableCommand {
         try verbs.register(SearchLineCodec(search.plugin), for: search)
         try routes.register(SearchHTTPCodec(search.plugin), for: search)
         let limit = try plugins.register(
-            RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst),
+            RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst, whenFull: limitWhenFull),
             budget: .bytes(limitTableMebibytes << 20), store: store)
         try verbs.register(LimitLineCodec(limit.plugin), for: limit)
         try routes.register(LimitHTTPCodec(limit.plugin), for: limit)
@@ -412,3 +418,5 @@ enum PayConcurrency: String, ExpressibleByArgument, CaseIterable {
         }
     }
 }
+
+extension WhenTableFull: ExpressibleByArgument {}

@@ -11,11 +11,13 @@ public struct ButtonTapPlugin: GatePlugin {
     /// Taps that ran, over all keys.
     public let taps = PluginCounter("taps")
 
-    /// A plugin throttling each key to one tap per `window`.
+    /// A plugin throttling each key to one tap per `window`. When its table is full of live keys
+    /// it does what `whenFull` says: by default it forgets the keys it evicts (a lost tap is
+    /// harmless, a refused one is not; see `WhenTableFull`).
     ///
     /// - Throws: `SluiceError` with code `invalidOption` when `window` is not positive.
-    public init(window: Duration = ThrottleOptions.buttonTap.interval) throws(SluiceError) {
-        policy = .throttle(try ThrottleOptions(interval: window, leading: true, trailing: false))
+    public init(window: Duration = ThrottleOptions.buttonTap.interval, whenFull: WhenTableFull = .forget) throws(SluiceError) {
+        policy = .throttle(try ThrottleOptions(interval: window, leading: true, trailing: false, whenFull: whenFull))
     }
 
     public func key(for input: String) -> String { input }

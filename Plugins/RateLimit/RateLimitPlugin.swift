@@ -29,11 +29,13 @@ public struct RateLimitPlugin: GatePlugin {
     /// Requests that fit.
     public let allowed = PluginCounter("limit_allowed")
 
-    /// A limit of `count` per `period` with `burst` more back to back.
+    /// A limit of `count` per `period` with `burst` more back to back. When its table is full of
+    /// live keys it does what `whenFull` says: by default it remembers the keys it evicts, so a
+    /// flood of new keys does not reset a limited key (see `WhenTableFull`).
     ///
     /// - Throws: `SluiceError` with code `invalidOption` (see `RateLimitOptions`).
-    public init(count: Int, per period: Duration, burst: Int) throws(SluiceError) {
-        options = try RateLimitOptions(count: count, per: period, burst: burst)
+    public init(count: Int, per period: Duration, burst: Int, whenFull: WhenTableFull = .remember) throws(SluiceError) {
+        options = try RateLimitOptions(count: count, per: period, burst: burst, whenFull: whenFull)
         policy = .rateLimit(options)
     }
 

@@ -76,7 +76,7 @@ public struct EffectContext: Sendable {
     /// of a key ran, a usage meter, …).
     ///
     /// Tallies live in the key's shard, in a table bounded by the plugin's `tallyBudget`: when it
-    /// is full the least recently used key's tally is evicted and that key counts from zero
+    /// is full the tally of a key not used lately is evicted and that key counts from zero
     /// again. Returns 0 only if a single key does not fit the budget.
     @discardableResult
     public func incrementTally(by amount: Int = 1) -> Int {

@@ -19,20 +19,13 @@ extension PluginLane {
     @usableFromInline func sweep(now: Instant, maxEntries: Int) {
         stage.sweep(now: now, maxEntries: maxEntries)
         limits.sweep(now: now, maxEntries: maxEntries)
-        reportEvictions()
-    }
-
-    /// Adds the evictions since the last report to the metric.
-    func reportEvictions() {
-        guard let evicted = tableStats?.evicted, evicted > evictionsReported else { return }
-        evictionMetric.increment(by: evicted - evictionsReported)
-        evictionsReported = evicted
+        if let stats = tableStats { tableMetrics.report(stats) }
     }
 
     @inlinable
     func incrementTally(key: String, by amount: Int, now: Instant) -> Int {
         if tally == nil {
-            tally = try? KeyTable(budget: tallyBudget, whenFull: .evictLeastRecentlyUsed)
+            tally = try? KeyTable(budget: tallyBudget, whenFull: .evict)
         }
         return tally?.incrementCount(of: key, by: amount, now: now) ?? 0
     }

@@ -162,13 +162,10 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @inlinable static var waiterBytes: Int { MemoryLayout<Waiter>.stride + 384 }
 
     @usableFromInline let handle: PluginHandle<Plugin>
-    /// Live keys evicted from the policy table (each may have changed a decision), exported
-    /// as `sluice_evictions_total{plugin}` by the sweep.
-    let evictionMetric: Counter
+    /// The policy table's evictions and summary, exported by the sweep.
+    var tableMetrics: TableMetrics
     /// Outcomes by kind and effect durations.
     @usableFromInline let metrics: OutcomeMetrics
-    /// Evictions already added to `evictionMetric`.
-    var evictionsReported = 0
     /// The plugin's policy: its family and the state it decides with.
     @usableFromInline let stage: PolicyStage<Output>
     /// Whether a newer execution of a key cancels the key's running one (switch-latest, or a
@@ -210,7 +207,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     ) throws(SluiceError) {
         self.handle = handle
         self.tallyBudget = tallyBudget
-        self.evictionMetric = Counter(label: "sluice_evictions_total", dimensions: [("plugin", handle.plugin.name)])
+        self.tableMetrics = TableMetrics(plugin: handle.plugin.name)
         self.metrics = OutcomeMetrics(plugin: handle.plugin.name)
         self.shared = store.shared.map {
             SharedLaneState(

@@ -112,12 +112,12 @@ enum PolicyStage<Output: Sendable> {
     /// Drops idle keys, keeping up with the table's growth.
     func sweep(now: Instant, maxEntries: Int) {
         switch self {
-        case .throttle(let state): state.value.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        case .debounce(let state, _): state.value.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-        case .rateLimit(let state): state.value.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        case .throttle(let state): state.value.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        case .debounce(let state, _): state.value.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+        case .rateLimit(let state): state.value.sweepKeepingUp(now: now, minimumEntries: maxEntries)
         case .idempotent(let state, let quota):
             state.value.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
-            quota?.value.table.sweepKeepingUp(now: now, minimumEntries: maxEntries)
+            quota?.value.sweepKeepingUp(now: now, minimumEntries: maxEntries)
         case .singleFlight, .switchLatest, .unrestricted: break
         }
     }
@@ -136,9 +136,9 @@ enum PolicyStage<Output: Sendable> {
     /// The statistics of the stage's table; `nil` for a stage without one.
     @usableFromInline var tableStats: KeyTableStats? {
         switch self {
-        case .throttle(let state): state.value.table.stats
-        case .debounce(let state, _): state.value.table.stats
-        case .rateLimit(let state): state.value.table.stats
+        case .throttle(let state): state.value.stats
+        case .debounce(let state, _): state.value.stats
+        case .rateLimit(let state): state.value.stats
         case .idempotent(let state, _): state.value.table.stats
         case .singleFlight, .switchLatest, .unrestricted: nil
         }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Per-key state a ``KeyTable`` can hold and expire.
 public protocol KeyedState {
     /// True when the state no longer matters at `now`: dropping it (or replacing it with a fresh
@@ -43,7 +47,7 @@ public struct MemoryBudget: Hashable, Sendable {
 public struct KeyTableStats: Hashable, Sendable {
     /// Keys inserted.
     public var inserted: Int = 0
-    /// Live keys evicted to make room (least recently used first).
+    /// Live keys evicted to make room (the first unvisited ones the clock hand reaches).
     public var evicted: Int = 0
     /// Idle keys dropped or reset (lazily, by a sweep, or to make room).
     public var expired: Int = 0
@@ -51,37 +55,56 @@ public struct KeyTableStats: Hashable, Sendable {
     public var refused: Int = 0
     /// Side-state charges refused because the budget was spent (see ``KeyTable/charge(bytes:now:)``).
     public var refusedCharges: Int = 0
+    /// Keys not in the table whose state the table's summary of evicted keys restored (a table
+    /// that remembers; see ``WhenTableFull/remember``).
+    public var summaryRestored: Int = 0
+    /// Decisions refused for a key whose state the summary restored.
+    public var summaryRefusals: Int = 0
+    /// How full the summary is, from 0 to 1 (see ``RestrictionFilter/fill``).
+    public var summaryFill: Double = 0
+    /// Restrictions the summary could not store, each making it refuse every key it does not
+    /// hold until that restriction ends (see ``RestrictionFilter/overflowUntil``).
+    public var summaryOverflows: Int = 0
 
     public init() {}
 }
 
-/// A hash table from full keys to small per-key states, with a fixed capacity, an intrusive
-/// least-recently-used list and lazy plus incremental expiry.
+/// A hash table from full keys to small per-key states, with a fixed capacity, a CLOCK eviction
+/// order and lazy plus incremental expiry.
 ///
-/// Layout (all indices `Int32`): each entry — its key, its value, a 32-bit hash and its LRU links
-/// (`prev`, `next`) — lives in one dense array reserved at full capacity up front (pages are only
-/// touched as entries are added), so that finding and touching a key reads one entry's bytes
-/// together rather than one cache line in each of several arrays; an open-addressing index of
-/// `Int32` slots with linear probing is allocated at full size up front (a power of two, at least
-/// twice the capacity), so it is at most half full and the table never rehashes — no pause on the
-/// loop thread, no freed old index left behind in the heap. Removal moves the last entry into the
-/// hole, so the array stays dense. Per entry this costs
-/// `stride(Entry) + 8…16 (index slots)` bytes, where an entry is the key, the value, 4 bytes of
-/// hash and 8 of links, laid out with the alignment's padding: 56 to 64 bytes for `String` keys
-/// of ≤ 15 UTF-8 bytes and a ``ThrottleState`` (an entry of 48). Keys are compared in full; the
-/// hash only chooses the slot.
+/// Layout: each entry — its key, its value, a visited bit and a 32-bit hash — lives in one dense
+/// array reserved at full capacity up front (pages are only touched as entries are added), so that
+/// finding a key reads one entry's bytes together rather than one cache line in each of several
+/// arrays. An open-addressing index of `UInt32` slots with linear probing is allocated at full size
+/// up front (a power of two, at least four thirds of the capacity), so it is at most three quarters
+/// full and the table never rehashes — no pause on the loop thread, no freed old index left behind in the heap. A slot
+/// holds the entry's position and the top four bits of its hash, so a probe reads only the entry
+/// whose tag matches: a lookup reads one slot and (almost always) one entry. The index is kept small
+/// (4 bytes a slot, from four thirds of a slot per entry at full capacity up to twice that when
+/// the capacity falls just past a power of two) so that more of it stays in the cache. Removal
+/// moves the last entry into the hole, so the array stays dense. Per entry this costs
+/// `stride(Entry) + 6…11 (index slots)` bytes, where an entry is the key, the value, a byte for the visited bit and 4 bytes of
+/// hash, laid out with the alignment's padding: 40 bytes for a `String` key of ≤ 15 UTF-8 bytes
+/// and a ``ThrottleState``, 32 with a ``RateLimitState``. Keys are compared in full; the hash only
+/// chooses the slot.
 ///
-/// When the table is full, inserting a key first drops the least recently used entry if it is idle;
-/// otherwise it evicts it (``WhenFull/evictLeastRecentlyUsed``, for throttle and rate tables) or, after
-/// a short sweep for idle entries, refuses with ``SluiceError/Code/tableBusy`` (``WhenFull/refuse``,
-/// for idempotency tables).
+/// **Eviction order (CLOCK).** A hit sets the entry's visited bit and writes nothing else; no
+/// list of neighbours is relinked, so a hit costs no cache miss beyond the slot and the entry. When
+/// the table is full, a hand moves over the entries: a visited entry loses its bit and is passed
+/// over (a second chance), and the first unvisited entry is the candidate. Room comes first from
+/// keys whose state is idle (no different from a fresh key's, so dropping one changes no decision):
+/// the candidate if it is idle, then any a short sweep finds. Only then is the candidate evicted
+/// although live (``WhenFull/evict``, for throttle and rate tables; counted in
+/// ``KeyTableStats/evicted``), or the new key refused with ``SluiceError/Code/tableBusy``
+/// (``WhenFull/refuse``, for idempotency and concurrency tables). A key that arrives once and never
+/// again (a flood of unique keys) is evicted before keys that come back.
 ///
 /// An ``Index`` stays valid until the next call that inserts or removes an entry.
 public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// What to do when a new key arrives and the table is full of live keys.
     public enum WhenFull: Hashable, Sendable {
-        /// Evict the least recently used key.
-        case evictLeastRecentlyUsed
+        /// Evict a live key: the first unvisited one the clock hand reaches.
+        case evict
         /// Refuse the new key (throw ``SluiceError/Code/tableBusy``).
         case refuse
     }
@@ -94,44 +117,45 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     /// The result of an insertion.
     public struct Insertion {
-        /// Where the new entry lives.
+        /// Where the entry lives.
         public var index: Index
-        /// Live entries evicted to make room, least recently used first (usually none, at most
-        /// one unless the new key is long and the byte budget is spent).
+        /// Whether the key was absent and was inserted (`false`: found, perhaps reset when idle).
+        public var isNew: Bool
+        /// Live entries evicted to make room (usually none, at most one unless the new key is
+        /// long and the byte budget is spent).
         public var evicted: [(key: Key, value: Value)]
 
-        @inlinable init(index: Index, evicted: [(key: Key, value: Value)]) {
+        @inlinable init(index: Index, isNew: Bool, evicted: [(key: Key, value: Value)]) {
             self.index = index
+            self.isNew = isNew
             self.evicted = evicted
         }
     }
 
-    /// One key with its state, its hash and its links in the recency list.
+    /// One key with its state, its visited bit and its hash.
     @usableFromInline struct Entry {
         @usableFromInline var key: Key
         @usableFromInline var value: Value
+        /// Set on every hit, cleared when the clock hand passes over it.
+        @usableFromInline var visited: Bool
         @usableFromInline var hash: UInt32
-        /// The next more recently used entry, or -1.
-        @usableFromInline var prev: Int32
-        /// The next less recently used entry, or -1.
-        @usableFromInline var next: Int32
 
         @inlinable init(key: Key, value: Value, hash: UInt32) {
             self.key = key
             self.value = value
+            self.visited = false
             self.hash = hash
-            self.prev = -1
-            self.next = -1
         }
     }
 
+    /// The bits of a slot that hold the entry's position plus one (0: an empty slot).
+    @usableFromInline static var positionBits: UInt32 { 0x0FFF_FFFF }
+
     @usableFromInline var entries: ContiguousArray<Entry>
-    @usableFromInline var slots: ContiguousArray<Int32>
+    @usableFromInline var slots: ContiguousArray<UInt32>
     @usableFromInline var mask: Int
-    /// Most recently used entry, or -1.
-    @usableFromInline var head: Int32
-    /// Least recently used entry, or -1.
-    @usableFromInline var tail: Int32
+    /// The clock hand: the next entry the eviction order examines.
+    @usableFromInline var hand: Int
     @usableFromInline var sweepCursor: Int
     /// `counters.inserted` when ``sweepKeepingUp(now:minimumEntries:)`` last ran.
     @usableFromInline var insertedAtLastSweep = 0
@@ -145,7 +169,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @usableFromInline var counters = KeyTableStats()
     /// The byte budget, if the table has one.
     public let byteLimit: Int?
-    /// Bytes each entry costs in the table's arrays (key, value, hash, links, extra).
+    /// Bytes each entry costs in the table's arrays (key, value, visited bit, hash, extra).
     @usableFromInline let entryBytes: Int
     /// Bytes of the index, allocated (and touched) when the table is created.
     @usableFromInline let indexByteCount: Int
@@ -172,13 +196,13 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// Counters.
     public var stats: KeyTableStats { counters }
 
-    /// The most entries a table may have: 2²⁸ (its index alone is then 2 GiB).
-    public static var maximumCapacity: Int { 1 << 28 }
+    /// The most entries a table may have: 2²⁸ − 1 (its index alone is then 2 GiB).
+    public static var maximumCapacity: Int { (1 << 28) - 1 }
 
-    /// Estimated bytes per entry at full capacity with the smallest index (twice the capacity);
-    /// see the type's documentation.
+    /// Estimated bytes per entry at full capacity with the smallest index (four thirds of the
+    /// capacity, rounded up to whole bytes); see the type's documentation.
     public static var estimatedBytesPerEntry: Int {
-        MemoryLayout<Entry>.stride + 8
+        MemoryLayout<Entry>.stride + 6
     }
 
     /// Estimated bytes of a table of `capacity` entries once full: the entries plus the index (which
@@ -210,16 +234,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return capacity
     }
 
-    /// Slots needed to keep `count` entries at most half full.
+    /// Slots needed to keep `count` entries at most three quarters full (a power of two).
     @usableFromInline
     static func slotCount(for count: Int) -> Int {
         var slots = 16
-        while slots < count * 2 { slots *= 2 }
+        while slots * 3 < count * 4 { slots *= 2 }
         return slots
     }
 
     static func indexBytes(capacity: Int) -> Int {
-        slotCount(for: capacity) * MemoryLayout<Int32>.stride
+        slotCount(for: capacity) * MemoryLayout<UInt32>.stride
     }
 
     /// A table for at most `capacity` keys.
@@ -240,12 +264,26 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         self.indexByteCount = Self.indexBytes(capacity: capacity)
         entries = []
         entries.reserveCapacity(capacity)
+        entries.withUnsafeMutableBufferPointer { Self.adviseHugePages($0.baseAddress, bytes: capacity * MemoryLayout<Entry>.stride) }
         let slotCount = Self.slotCount(for: capacity)
-        slots = ContiguousArray(repeating: -1, count: slotCount)
+        slots = ContiguousArray(unsafeUninitializedCapacity: slotCount) { buffer, count in
+            Self.adviseHugePages(buffer.baseAddress, bytes: slotCount * 4)
+            buffer.initialize(repeating: 0)
+            count = slotCount
+        }
         mask = slotCount - 1
-        head = -1
-        tail = -1
+        hand = 0
         sweepCursor = 0
+    }
+
+    static func adviseHugePages<T>(_ pointer: UnsafeMutablePointer<T>?, bytes: Int) {
+        #if canImport(Glibc)
+        guard let pointer, bytes >= 4 << 20 else { return }
+        let start = (UInt(bitPattern: pointer) + (2 << 20) - 1) & ~UInt((2 << 20) - 1)
+        let end = (UInt(bitPattern: pointer) + UInt(bytes)) & ~UInt((2 << 20) - 1)
+        guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(address, Int(end - start), MADV_HUGEPAGE)
+        #endif
     }
 
     /// A table sized by a memory budget.
@@ -276,23 +314,33 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         UInt32(truncatingIfNeeded: key.hashValue)
     }
 
+    /// The slot that points at entry `entry` whose hash is `hash`: its tag and its position plus one.
+    @inlinable
+    static func slot(entry: Int32, hash: UInt32) -> UInt32 {
+        (hash & ~positionBits) | UInt32(entry + 1)
+    }
+
     /// Slot position of `key` (entry ≥ 0) or of the empty slot where it would go (entry == -1).
     @inlinable
     func probe(_ key: Key, hash: UInt32) -> (position: Int, entry: Int32) {
-        slots.withUnsafeBufferPointer { slots in
+        let tag = hash & ~Self.positionBits
+        return slots.withUnsafeBufferPointer { slots in
             entries.withUnsafeBufferPointer { entries in
                 var position = Int(hash) & mask
                 while true {
-                    let entry = slots[position]
-                    if entry < 0 { return (position, -1) }
-                    if entries[Int(entry)].hash == hash && entries[Int(entry)].key == key { return (position, entry) }
+                    let slot = slots[position]
+                    if slot == 0 { return (position, -1) }
+                    if slot & ~Self.positionBits == tag {
+                        let entry = Int(slot & Self.positionBits) &- 1
+                        if entries[entry].hash == hash && entries[entry].key == key { return (position, Int32(entry)) }
+                    }
                     position = (position &+ 1) & mask
                 }
             }
         }
     }
 
-    /// The entry for `key`, without touching its recency or expiring it.
+    /// The entry for `key`, without marking it visited or expiring it.
     @inlinable
     public func index(of key: Key) -> Index? {
         let found = probe(key, hash: Self.hash(key)).entry
@@ -312,35 +360,23 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         entries[Int(index.raw)].key
     }
 
-    /// Marks the entry as most recently used.
+    /// Marks the entry as used: the clock hand passes over it once before it can be evicted.
     @inlinable
     public mutating func touch(_ index: Index) {
-        let entry = index.raw
-        guard head != entry else { return }
-        unlink(entry)
-        pushFront(entry)
+        entries[Int(index.raw)].visited = true
     }
 
+    /// Whether the entry was used since the clock hand last passed over it.
     @inlinable
-    mutating func unlink(_ entry: Int32) {
-        let prev = entries[Int(entry)].prev
-        let next = entries[Int(entry)].next
-        if prev >= 0 { entries[Int(prev)].next = next } else { head = next }
-        if next >= 0 { entries[Int(next)].prev = prev } else { tail = prev }
-    }
-
-    @inlinable
-    mutating func pushFront(_ entry: Int32) {
-        entries[Int(entry)].prev = -1
-        entries[Int(entry)].next = head
-        if head >= 0 { entries[Int(head)].prev = entry } else { tail = entry }
-        head = entry
+    public func isVisited(_ index: Index) -> Bool {
+        entries[Int(index.raw)].visited
     }
 
     /// Finds `key`, or inserts `fresh()` for it; an idle state found for `key` is replaced by
-    /// `fresh()` (lazy expiry). The entry becomes the most recently used.
+    /// `fresh()` (lazy expiry). A key found is marked visited.
     ///
-    /// - Returns: the entry's index and the live keys evicted to make room, with their states.
+    /// - Returns: the entry's index, whether it is new, and the live keys evicted to make room,
+    ///   with their states.
     /// - Throws: ``SluiceError/Code/tableBusy`` for a ``WhenFull/refuse`` table full of live keys,
     ///   or for any table when the key alone is larger than what the budget leaves.
     @inlinable
@@ -352,13 +388,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         let hash = Self.hash(key)
         let (position, entry) = probe(key, hash: hash)
         if entry >= 0 {
-            let index = Index(entry)
-            touch(index)
-            if entries[Int(entry)].value.isIdle(at: now) {
-                entries[Int(entry)].value = fresh()
-                counters.expired &+= 1
+            entries.withUnsafeMutableBufferPointer { entries in
+                entries[Int(entry)].visited = true
+                if entries[Int(entry)].value.isIdle(at: now) {
+                    entries[Int(entry)].value = fresh()
+                    counters.expired &+= 1
+                }
             }
-            return Insertion(index: index, evicted: [])
+            return Insertion(index: Index(entry), isNew: false, evicted: [])
         }
         return try insertNew(key, hash: hash, position: position, value: fresh(), now: now)
     }
@@ -390,55 +427,135 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
             // A long key may need the room of several entries.
             while !hasRoom(forKeyBytes: heapBytes) {
                 // Room comes first from keys whose state is idle (no different from a fresh
-                // key's, so dropping one changes no decision): the least recent, then any the
-                // sweep finds. Only then is a live key evicted (or the new key refused).
-                if removeIdleTail(now: now) {
-                    // Room from an idle key.
-                } else if !swept {
+                // key's, so dropping one changes no decision): the clock's candidate, else the
+                // first idle entry a short look ahead of the hand finds (the hand moves there;
+                // the live entries it passes stay), else those a short sweep drops. Only then is
+                // the live candidate evicted (or the new key refused).
+                let candidate = clockCandidate()
+                var victim = candidate
+                var isIdle = candidate >= 0 && entries[Int(candidate)].value.isIdle(at: now)
+                if candidate >= 0, !isIdle, let idle = idleEntry(after: candidate, now: now) {
+                    victim = idle
+                    isIdle = true
+                }
+                if !isIdle, !swept {
+                    // Last, the sweep's next stretch (elsewhere in the table) is examined too.
                     swept = true
-                    _ = sweep(now: now, maxEntries: Self.sweepBeforeEviction)
-                } else if tail >= 0, whenFull == .evictLeastRecentlyUsed,
-                          fitsInEmptiedTable(keyBytes: heapBytes) {
+                    if sweep(now: now, maxEntries: Self.sweepBeforeEviction) > 0 { continue }
+                }
+                guard isIdle || (victim >= 0 && whenFull == .evict
                     // Checked before the first live key goes: a key that would not fit even
                     // with every entry gone is refused with the table untouched, so no
                     // eviction is ever lost behind the error.
-                    evicted.append(remove(entry: tail))
-                    counters.evicted &+= 1
-                } else {
+                    && fitsInEmptiedTable(keyBytes: heapBytes))
+                else {
                     counters.refused &+= 1
                     throw .tableBusy(capacity: capacity)
                 }
+                if isIdle { counters.expired &+= 1 } else { counters.evicted &+= 1 }
+                if hasRoom(forKeyBytes: heapBytes, replacing: victim) {
+                    // The new key takes the victim's place, and the hand steps past it: a whole
+                    // turn of the clock before it is a candidate itself.
+                    let taken = replace(entry: victim, key: key, hash: hash, value: value, keyBytes: heapBytes)
+                    if !isIdle { evicted.append(taken) }
+                    return Insertion(index: Index(victim), isNew: true, evicted: evicted)
+                }
+                let taken = removeAtHand(victim)
+                if !isIdle { evicted.append(taken) }
             }
             position = probe(key, hash: hash).position
         }
         keyHeapBytes += heapBytes
         let entry = Int32(entries.count)
         entries.append(Entry(key: key, value: value, hash: hash))
-        slots[position] = entry
-        pushFront(entry)
+        slots[position] = Self.slot(entry: entry, hash: hash)
         counters.inserted &+= 1
-        return Insertion(index: Index(entry), evicted: evicted)
+        return Insertion(index: Index(entry), isNew: true, evicted: evicted)
     }
 
-    /// Drops the least recently used entry if its state is idle (no different from a fresh
-    /// key's); returns whether it did.
+    /// Most visited entries the hand passes over in one call before it takes the next entry
+    /// anyway (bounds the pause when every entry was used since the last pass).
     @inlinable
-    mutating func removeIdleTail(now: Instant) -> Bool {
-        guard tail >= 0, entries[Int(tail)].value.isIdle(at: now) else { return false }
-        _ = remove(entry: tail)
-        counters.expired &+= 1
-        return true
+    static var secondChancesPerCall: Int { 1_024 }
+
+    /// Moves the clock hand past visited entries (clearing their bit) and returns the entry it
+    /// stops at, or -1 for an empty table.
+    @inlinable
+    mutating func clockCandidate() -> Int32 {
+        let count = entries.count
+        guard count > 0 else { return -1 }
+        return entries.withUnsafeMutableBufferPointer { entries in
+            var passed = 0
+            if hand >= count { hand = 0 }
+            while entries[hand].visited, passed < Self.secondChancesPerCall {
+                entries[hand].visited = false
+                passed += 1
+                hand += 1
+                if hand == count { hand = 0 }
+            }
+            return Int32(hand)
+        }
     }
 
-    /// Entries the sweep examines for idle keys before a live key is evicted for room.
-    public static var sweepBeforeEviction: Int { 64 }
+    /// The first idle entry among the ``sweepBeforeEviction`` that follow `entry` in the clock's
+    /// order (wrapping), if any.
+    @inlinable
+    func idleEntry(after entry: Int32, now: Instant) -> Int32? {
+        let count = entries.count
+        return entries.withUnsafeBufferPointer { entries in
+            var position = Int(entry)
+            for _ in 0..<Swift.min(Self.sweepBeforeEviction, count - 1) {
+                position += 1
+                if position == count { position = 0 }
+                if entries[position].value.isIdle(at: now) { return Int32(position) }
+            }
+            return nil
+        }
+    }
+
+    /// Removes `entry`, where the clock hand now stops. The last entry moves into its place; the
+    /// hand steps past it, so the key inserted most recently is not the next candidate.
+    @inlinable
+    mutating func removeAtHand(_ entry: Int32) -> (key: Key, value: Value) {
+        let removed = remove(entry: entry)
+        hand = Int(entry) + 1
+        return removed
+    }
+
+    /// Whether an entry whose key owns `keyBytes` heap bytes fits in place of `entry`.
+    @inlinable
+    func hasRoom(forKeyBytes keyBytes: Int, replacing entry: Int32) -> Bool {
+        guard let byteLimit else { return true }
+        return bytesUsed - Self.heapBytes(of: entries[Int(entry)].key) + keyBytes <= byteLimit
+    }
+
+    /// Puts a new key in place of `entry` (which the clock hand points at) and steps the hand
+    /// past it. Returns the key and state replaced.
+    @inlinable
+    mutating func replace(entry: Int32, key: Key, hash: UInt32, value: Value, keyBytes: Int) -> (key: Key, value: Value) {
+        deleteSlot(at: position(ofEntry: entry))
+        let replaced = entries[Int(entry)]
+        keyHeapBytes += keyBytes - Self.heapBytes(of: replaced.key)
+        entries[Int(entry)] = Entry(key: key, value: value, hash: hash)
+        slots[probe(key, hash: hash).position] = Self.slot(entry: entry, hash: hash)
+        hand = Int(entry) + 1
+        counters.inserted &+= 1
+        return (replaced.key, replaced.value)
+    }
+
+    /// Entries examined for an idle key ahead of the clock's candidate before a live key is
+    /// evicted (or a new key refused) for room.
+    public static var sweepBeforeEviction: Int { 128 }
 
     /// Slot position holding `entry`.
     @inlinable
     func position(ofEntry entry: Int32) -> Int {
-        var position = Int(entries[Int(entry)].hash) & mask
-        while slots[position] != entry { position = (position + 1) & mask }
-        return position
+        let wanted = UInt32(entry + 1)
+        return slots.withUnsafeBufferPointer { slots in
+            var position = Int(entries[Int(entry)].hash) & mask
+            while slots[position] & Self.positionBits != wanted { position = (position &+ 1) & mask }
+            return position
+        }
     }
 
     /// Removes the entry at `index` and returns its key and state. Invalidates indices.
@@ -456,32 +573,32 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return remove(entry: index.raw).value
     }
 
+    /// Empties the index slot at `position`, with backward shifting (no tombstones).
     @inlinable
-    mutating func remove(entry: Int32) -> (key: Key, value: Value) {
-        // 1. Delete from the index with backward shifting (no tombstones).
-        var hole = position(ofEntry: entry)
-        slots[hole] = -1
+    mutating func deleteSlot(at position: Int) {
+        var hole = position
+        slots[hole] = 0
         var next = (hole + 1) & mask
-        while slots[next] >= 0 {
-            let home = Int(entries[Int(slots[next])].hash) & mask
+        while slots[next] != 0 {
+            let home = Int(entries[Int(slots[next] & Self.positionBits) - 1].hash) & mask
             // Move slots[next] into the hole unless its home lies cyclically in (hole, next].
             let inRange = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
             if !inRange {
                 slots[hole] = slots[next]
-                slots[next] = -1
+                slots[next] = 0
                 hole = next
             }
             next = (next + 1) & mask
         }
-        // 2. Unlink from the LRU list.
-        unlink(entry)
-        // 3. Move the last entry into the hole so the arrays stay dense.
+    }
+
+    @inlinable
+    mutating func remove(entry: Int32) -> (key: Key, value: Value) {
+        deleteSlot(at: position(ofEntry: entry))
+        // Move the last entry into the hole so the array stays dense.
         let last = Int32(entries.count - 1)
         if entry != last {
-            slots[position(ofEntry: last)] = entry
-            let moved = entries[Int(last)]
-            if moved.prev >= 0 { entries[Int(moved.prev)].next = entry } else { head = entry }
-            if moved.next >= 0 { entries[Int(moved.next)].prev = entry } else { tail = entry }
+            slots[position(ofEntry: last)] = Self.slot(entry: entry, hash: entries[Int(last)].hash)
             entries.swapAt(Int(entry), Int(last))
         }
         let taken = entries.removeLast()
@@ -556,14 +673,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         var examined = 0
         var removed = 0
+        // The cursor moves down the storage: removing an entry moves the last one into its place,
+        // and that one lies above the cursor (examined already, or inserted since), so each step
+        // examines an entry not seen yet in this pass.
         while examined < maxEntries, !entries.isEmpty {
-            if sweepCursor >= entries.count { sweepCursor = 0 }
+            if sweepCursor <= 0 || sweepCursor > entries.count { sweepCursor = entries.count }
+            sweepCursor -= 1
             if entries[sweepCursor].value.isIdle(at: now) {
                 _ = remove(entry: Int32(sweepCursor))
                 removed += 1
                 counters.expired &+= 1
-            } else {
-                sweepCursor += 1
             }
             examined += 1
         }
@@ -573,9 +692,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// A periodic sweep whose work keeps up with the keys arriving once the table fills: it
     /// examines at least `minimumEntries` entries, and, once the table holds three quarters of
     /// its capacity, twice as many as were inserted since its last run (less those dropped
-    /// meanwhile). It first drops idle entries from the least recently used end (where keys go
-    /// idle first: an idempotency record, for one, is used last when it completes), then goes
-    /// on like ``sweep(now:maxEntries:)``. A sweep of a fixed size falls behind once keys arrive
+    /// meanwhile), continuing where the last sweep stopped, like ``sweep(now:maxEntries:)``. A sweep of a fixed size falls behind once keys arrive
     /// faster than it examines them, and a full table would then drop idle keys one by one on
     /// the path of new ones.
     ///
@@ -596,29 +713,15 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         if entries.count < capacity - capacity / 4 { wanted = 0 }
         // No more than one pass over the table: examining an entry twice finds nothing new.
         let budget = Swift.min(entries.count, Swift.max(minimumEntries, wanted))
-        var examined = 0
-        var removed = 0
-        while examined < budget, removeIdleTail(now: now) {
-            removed += 1
-            examined += 1
-        }
-        removed += sweep(now: now, maxEntries: budget - examined)
+        let removed = sweep(now: now, maxEntries: budget)
         insertedAtLastSweep = counters.inserted
         expiredAtLastSweep = counters.expired
         return removed
     }
 
-    /// Keys from most to least recently used (for tests and diagnostics).
-    public var keysByRecency: [Key] {
-        var result: [Key] = []
-        result.reserveCapacity(entries.count)
-        var entry = head
-        while entry >= 0 {
-            result.append(entries[Int(entry)].key)
-            entry = entries[Int(entry)].next
-        }
-        return result
-    }
+    /// The keys held, in the order of the table's storage, which the clock hand follows (for
+    /// tests and diagnostics).
+    public var keys: [Key] { entries.map(\.key) }
 }
 
 extension KeyTable: Sendable where Key: Sendable, Value: Sendable {}

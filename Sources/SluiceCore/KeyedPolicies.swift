@@ -16,9 +16,9 @@ public struct KeyedDecision: Hashable, Sendable {
 
 /// The state of a policy that holds events and requests timers (throttle, debounce): what the
 /// keyed table and the single-key wrapper need of it.
-public protocol TimedPolicyState: KeyedState {
+public protocol TimedPolicyState: RestrictingState {
     /// The options every decision takes.
-    associatedtype Options
+    associatedtype Options: KeyedTableOptions
     /// A state with no history.
     init()
     /// Decides what happens to the event `token` arriving at `now`.
@@ -32,34 +32,62 @@ public protocol TimedPolicyState: KeyedState {
 extension ThrottleState: TimedPolicyState {}
 extension DebounceState: TimedPolicyState {}
 
-/// Throttle state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key.
+extension DebounceState: RestrictingState {
+    /// A debounce delays its key's events rather than refusing them: nothing to remember.
+    @inlinable
+    public func restriction(at now: Instant) -> Instant? { nil }
+
+    /// A fresh state.
+    @inlinable
+    public init(restrictedUntil until: Instant) {
+        self.init()
+    }
+}
+
+/// Throttle state for many keys in a budgeted ``KeyTable``.
 public typealias ThrottleTable<Key: Hashable> = TimedTable<Key, ThrottleState>
 
-/// Debounce state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key.
+/// Debounce state for many keys in a budgeted ``KeyTable``.
 public typealias DebounceTable<Key: Hashable> = TimedTable<Key, DebounceState>
 
 /// The states of a timed policy (``ThrottleTable``, ``DebounceTable``) for many keys in a budgeted
-/// ``KeyTable`` that evicts the least recently used key.
-public struct TimedTable<Key: Hashable, State: TimedPolicyState> {
+/// ``KeyTable``; when it is full of live keys it does what the options' ``KeyedTableOptions/whenFull``
+/// says (see ``WhenTableFull``).
+public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTable {
     /// The options every key uses.
     public let options: State.Options
     /// The per-key states.
     public var table: KeyTable<Key, State>
+    /// What the table remembers of the live keys it evicted.
+    public var summary: EvictionSummary
 
-    /// An empty table within `budget`.
+    /// An empty table within `budget` (its summary included).
     public init(options: State.Options, budget: MemoryBudget) throws(SluiceError) {
         self.options = options
-        self.table = try KeyTable(budget: budget, whenFull: .evictLeastRecentlyUsed)
+        let split = budget.split(remembering: options.whenFull == .remember)
+        self.table = try KeyTable(budget: split.table, whenFull: options.whenFull == .refuse ? .refuse : .evict)
+        self.summary = try EvictionSummary(options: options, bytes: split.summaryBytes)
     }
 
     /// Decides what happens to the event `token` for `key` at `now`.
     ///
-    /// - Throws: ``SluiceError/Code/tableBusy`` only when the key alone is larger than what the
-    ///   budget leaves (an evicting table otherwise makes room).
+    /// - Throws: ``SluiceError/Code/tableBusy`` when the table refuses new keys while full of live
+    ///   ones (``WhenTableFull/refuse``), or when the key alone is larger than what the budget
+    ///   leaves.
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
         let slot = try table.lookup(key, now: now, orInsert: State())
+        var restored = false
+        if slot.isNew {
+            if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
+            if let state: State = summary.restore(key, now: now) {
+                table[slot.index] = state
+                restored = true
+            }
+        }
         let decision = table[slot.index].event(token, now: now, options: options)
+        if restored, case .drop = decision { summary.countRefusal() }
+        if slot.evicted.isEmpty { return KeyedDecision(decision: decision) }
         return KeyedDecision(decision: decision, evictedPending: slot.evicted.compactMap { $0.value.pending })
     }
 
@@ -85,36 +113,68 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState> {
         return table[index].fire(now: now, options: options)
     }
 
-    /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
-    @inlinable
-    @discardableResult
-    public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
-        table.sweep(now: now, maxEntries: maxEntries)
-    }
 }
 
-/// GCRA state for many keys in a budgeted ``KeyTable`` that evicts the least recently used key
-/// (an evicted key starts again with its full burst).
-public struct RateLimitTable<Key: Hashable> {
+/// GCRA state for many keys in a budgeted ``KeyTable``; when it is full of live keys it does
+/// what ``RateLimitOptions/whenFull`` says (by default it remembers the keys it evicts, so an
+/// evicted key does not start again with its full burst; see ``WhenTableFull``).
+public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     /// The options every key uses.
     public let options: RateLimitOptions
     /// The per-key states.
     public var table: KeyTable<Key, RateLimitState>
+    /// What the table remembers of the live keys it evicted.
+    public var summary: EvictionSummary
 
-    /// An empty table within `budget`.
+    /// An empty table within `budget` (its summary included).
     public init(options: RateLimitOptions, budget: MemoryBudget) throws(SluiceError) {
         self.options = options
-        self.table = try KeyTable(budget: budget, whenFull: .evictLeastRecentlyUsed)
+        let split = budget.split(remembering: options.whenFull == .remember)
+        self.table = try KeyTable(budget: split.table, whenFull: options.whenFull == .refuse ? .refuse : .evict)
+        self.summary = try EvictionSummary(options: options, bytes: split.summaryBytes)
     }
 
     /// Decides whether `quantity` events for `key` at `now` are allowed, consuming them if so.
     ///
-    /// - Throws: ``SluiceError/Code/tableBusy`` only when the key alone is larger than what the
-    ///   budget leaves (an evicting table otherwise makes room).
+    /// - Throws: ``SluiceError/Code/tableBusy`` when the table refuses new keys while full of live
+    ///   ones (``WhenTableFull/refuse``), or when the key alone is larger than what the budget
+    ///   leaves.
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
+        let index = try entry(key, now: now)
+        let decision = table[index.index].check(now: now, options: options, quantity: quantity)
+        if index.restored, !decision.allowed { summary.countRefusal() }
+        return decision
+    }
+
+    /// ``check(key:now:quantity:)`` for one event when only the verdict matters (see
+    /// ``RateLimitState/admit(now:options:)``).
+    @inlinable
+    public mutating func admit(key: Key, now: Instant) throws(SluiceError) -> Duration? {
+        let index = try entry(key, now: now)
+        let refusal = table[index.index].admit(now: now, options: options)
+        if index.restored, refusal != nil { summary.countRefusal() }
+        return refusal
+    }
+
+    /// The entry of `key`, made when absent (with the state the summary restores for it, if
+    /// any); the live keys evicted for room are remembered.
+    @inlinable
+    mutating func entry(_ key: Key, now: Instant) throws(SluiceError) -> (index: KeyTable<Key, RateLimitState>.Index, restored: Bool) {
         let slot = try table.lookup(key, now: now, orInsert: RateLimitState())
-        return table[slot.index].check(now: now, options: options, quantity: quantity)
+        guard slot.isNew else { return (slot.index, false) }
+        if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
+        guard let state: RateLimitState = summary.restore(key, now: now) else { return (slot.index, false) }
+        table[slot.index] = state
+        return (slot.index, true)
+    }
+
+    /// `key`'s state as the next check would find it, without changing anything: the table's,
+    /// else the one the summary would restore, else a fresh one.
+    public func peekState(of key: Key, now: Instant) -> RateLimitState {
+        if let index = table.index(of: key) { return table[index] }
+        var summary = self.summary
+        return summary.restore(key, now: now) ?? RateLimitState()
     }
 
     /// Gives back `quantity` events a check of `key` allowed and that were then not used (see
@@ -125,17 +185,46 @@ public struct RateLimitTable<Key: Hashable> {
         table[index].refund(quantity: quantity, now: now, options: options)
     }
 
-    /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``).
+}
+
+/// A policy table with a summary of the live keys it evicts (``TimedTable``, ``RateLimitTable``):
+/// the upkeep and counters they share.
+public protocol SummarizedTable {
+    /// The table's keys.
+    associatedtype Key: Hashable
+    /// The per-key state.
+    associatedtype State: KeyedState
+    /// The per-key states.
+    var table: KeyTable<Key, State> { get set }
+    /// What the table remembers of the live keys it evicted.
+    var summary: EvictionSummary { get set }
+}
+
+extension SummarizedTable {
+    /// Drops idle keys (see ``KeyTable/sweep(now:maxEntries:)``) and purges the summary.
     @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
-        table.sweep(now: now, maxEntries: maxEntries)
+        summary.purge(now: now)
+        return table.sweep(now: now, maxEntries: maxEntries)
     }
+
+    /// Drops idle keys, keeping up with arrivals (see ``KeyTable/sweepKeepingUp(now:minimumEntries:)``),
+    /// and purges the summary.
+    @inlinable
+    @discardableResult
+    public mutating func sweepKeepingUp(now: Instant, minimumEntries: Int) -> Int {
+        summary.purge(now: now)
+        return table.sweepKeepingUp(now: now, minimumEntries: minimumEntries)
+    }
+
+    /// The table's counters with its summary's.
+    public var stats: KeyTableStats { summary.adding(to: table.stats) }
 }
 
 /// A per-key counter that a plugin keeps in its shard (how many taps of a key ran, …). A count
-/// is never idle: a table of them evicts the least recently used key when its budget is spent,
-/// and that key counts from zero again.
+/// is never idle: a table of them evicts a key not used lately when its budget is spent, and
+/// that key counts from zero again.
 public struct TallyState: KeyedState, Hashable, Sendable {
     /// The count.
     public var count: Int

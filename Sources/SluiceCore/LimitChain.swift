@@ -155,7 +155,7 @@ public struct LimitChain<Key: Hashable> {
         switch places[index] {
         case .rate(let table):
             let limiter = rates[table]
-            var state = limiter.table.index(of: key).map { limiter.table[$0] } ?? RateLimitState()
+            var state = limiter.peekState(of: key, now: now)
             return .rate(state.check(now: now, options: limiter.options, quantity: 0))
         case .concurrency(let table):
             let inFlight = slots[table].inFlight(key: key)
@@ -165,7 +165,7 @@ public struct LimitChain<Key: Hashable> {
 
     /// Drops up to `maxEntries` idle keys of each stage's table.
     public mutating func sweep(now: Instant, maxEntries: Int) {
-        for index in rates.indices { rates[index].table.sweepKeepingUp(now: now, minimumEntries: maxEntries) }
+        for index in rates.indices { rates[index].sweepKeepingUp(now: now, minimumEntries: maxEntries) }
         for index in slots.indices { slots[index].table.sweepKeepingUp(now: now, minimumEntries: maxEntries) }
     }
 

@@ -19,6 +19,9 @@ public struct ThrottleOptions: Hashable, Sendable {
     public let trailing: Bool
     /// Which held event the trailing run delivers.
     public let delivers: TrailingDelivery
+    /// What a table of these throttles does when it is full of live keys (``WhenTableFull/forget``
+    /// unless set: the button-tap throttle's safe side).
+    public var whenFull: WhenTableFull
 
     @usableFromInline
     let intervalNanos: Int64
@@ -31,7 +34,8 @@ public struct ThrottleOptions: Hashable, Sendable {
         interval: Duration,
         leading: Bool = true,
         trailing: Bool = false,
-        delivers: TrailingDelivery = .latest
+        delivers: TrailingDelivery = .latest,
+        whenFull: WhenTableFull = .forget
     ) throws(SluiceError) {
         guard interval > .zero else {
             throw .invalidOption("A throttle interval must be greater than zero.", value: interval)
@@ -43,6 +47,7 @@ public struct ThrottleOptions: Hashable, Sendable {
         self.leading = leading
         self.trailing = trailing
         self.delivers = delivers
+        self.whenFull = whenFull
         self.intervalNanos = interval.nanosecondsClamped
     }
 
@@ -107,6 +112,9 @@ public struct RateLimitOptions: Hashable, Sendable {
     public let period: Duration
     /// Extra events allowed back to back (redis-cell's `max_burst`); `limit` is `burst + 1`.
     public let burst: Int
+    /// What a table of these limits does when it is full of live keys (``WhenTableFull/remember``
+    /// unless set: a quota does not reset under a flood of new keys).
+    public var whenFull: WhenTableFull
 
     /// Time between events at the sustained rate (`period / count`, in nanoseconds).
     @usableFromInline let emissionInterval: Int64
@@ -118,7 +126,7 @@ public struct RateLimitOptions: Hashable, Sendable {
     /// - Throws: ``SluiceError/Code/invalidOption`` if `count < 1`, `period <= 0`, `burst < 0`,
     ///   `period / count` is below one nanosecond, or the burst window
     ///   (`period / count × (burst + 1)`) is longer than about 73 years.
-    public init(count: Int, per period: Duration, burst: Int) throws(SluiceError) {
+    public init(count: Int, per period: Duration, burst: Int, whenFull: WhenTableFull = .remember) throws(SluiceError) {
         guard count >= 1 else {
             throw .invalidOption("A rate limit count must be at least 1.", value: count)
         }
@@ -143,6 +151,7 @@ public struct RateLimitOptions: Hashable, Sendable {
         self.count = count
         self.period = period
         self.burst = burst
+        self.whenFull = whenFull
         self.emissionInterval = interval
         self.tolerance = tolerance
     }

@@ -115,6 +115,21 @@ extension RateLimitState: KeyedState {
     }
 }
 
+extension RateLimitState: RestrictingState {
+    /// The theoretical arrival time, while it is ahead of `now`: a state with a later one
+    /// allows no more than this one.
+    @inlinable
+    public func restriction(at now: Instant) -> Instant? {
+        tat > now.nanoseconds ? Instant(nanoseconds: tat) : nil
+    }
+
+    /// A state whose theoretical arrival time is `until`.
+    @inlinable
+    public init(restrictedUntil until: Instant) {
+        tat = until.nanoseconds
+    }
+}
+
 /// A GCRA rate limiter for one key: ``RateLimitOptions`` plus a ``RateLimitState``.
 public struct RateLimit: Hashable, Sendable {
     /// The options every decision uses.

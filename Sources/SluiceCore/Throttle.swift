@@ -95,5 +95,22 @@ extension ThrottleState: KeyedState {
     }
 }
 
+extension ThrottleState: RestrictingState {
+    /// The end of the open window, while it is ahead of `now`. A held event is not part of it:
+    /// a table that evicts the key drops (and answers) the held event.
+    @inlinable
+    public func restriction(at now: Instant) -> Instant? {
+        windowEnd > now.nanoseconds ? Instant(nanoseconds: windowEnd) : nil
+    }
+
+    /// A window open until `until`, holding nothing.
+    @inlinable
+    public init(restrictedUntil until: Instant) {
+        windowEnd = until.nanoseconds
+        pendingRaw = 0
+        hasPending = false
+    }
+}
+
 /// A throttle for one key: ``ThrottleOptions`` plus a ``ThrottleState``.
 public typealias Throttle = TimedPolicy<ThrottleState>

@@ -34,8 +34,9 @@ public struct RateLimitRule: Sendable {
     ///   - limit: the GCRA limit per key: `count` per `period`, `burst` more back to back.
     ///   - shadowMode: report only (fields and metrics), never refuse.
     ///   - store: where the limit's state lives: this process's memory, or a shared store.
-    ///   - budget: the memory its keys may hold in this process (when full, the least recently
-    ///     used key goes).
+    ///   - budget: the memory its keys may hold in this process, a summary of the keys it evicts
+    ///     included (when full of live keys, one not used lately is evicted and its arrival time
+    ///     remembered: see `WhenTableFull`).
     ///   - plugins: the registry the gate will be made from.
     /// - Throws: `GateError` when the name is malformed or taken, or the budget cannot hold a
     ///   key.

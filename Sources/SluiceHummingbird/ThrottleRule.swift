@@ -20,8 +20,8 @@ public struct ThrottleRule: Sendable {
     ///     characters of `a–z 0–9 _ - .`; on the gate, unique in the registry.
     ///   - window: the window; a key's first request in it wins.
     ///   - store: where the throttle's state lives: this process's memory, or a shared store.
-    ///   - budget: the memory its keys may hold in this process (when full, the least recently
-    ///     used key goes).
+    ///   - budget: the memory its keys may hold in this process (when full of live keys, one not
+    ///     used lately is evicted and forgotten).
     ///   - plugins: the registry the gate will be made from.
     /// - Throws: `GateError` when the name is malformed or taken, the window is not positive,
     ///   or the budget cannot hold a key.

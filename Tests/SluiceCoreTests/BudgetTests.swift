@@ -36,7 +36,7 @@ import Testing
         // A budget with no slack once the table is full of short keys: a long key's heap bytes
         // must come from evicted entries.
         let budget = KeyTable<String, Expiring>.estimatedBytes(capacity: 64)
-        var table = try KeyTable<String, Expiring>(budget: .bytes(budget), whenFull: .evictLeastRecentlyUsed)
+        var table = try KeyTable<String, Expiring>(budget: .bytes(budget), whenFull: .evict)
         #expect(table.capacity == 64)
         var n = 0
         while table.count < table.capacity {
@@ -63,7 +63,7 @@ import Testing
     /// evicted: an eviction lost behind the error would drop a held event unanswered and give a
     /// throttled key its burst back (found by fuzz-tables).
     @Test func aKeyThatCannotFitEvictsNothing() throws {
-        var table = try KeyTable<String, Expiring>(budget: .bytes(4 << 10), whenFull: .evictLeastRecentlyUsed)
+        var table = try KeyTable<String, Expiring>(budget: .bytes(4 << 10), whenFull: .evict)
         let charged = table.charge(bytes: 2 << 10, now: .zero)
         #expect(charged)
         // Fill it until the next key evicts one: the table is full of live keys.

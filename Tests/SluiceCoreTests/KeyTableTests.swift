@@ -10,7 +10,7 @@ struct Expiring: KeyedState, Hashable, Sendable {
 
 @Suite struct KeyTableTests {
     @Test func insertFindUpdate() throws {
-        var table = try KeyTable<String, Expiring>(capacity: 100, whenFull: .evictLeastRecentlyUsed)
+        var table = try KeyTable<String, Expiring>(capacity: 100, whenFull: .evict)
         for n in 0..<100 {
             let slot = try table.lookup("user:\(n)", now: .zero, orInsert: Expiring(value: n))
             #expect(slot.evicted.isEmpty)
@@ -26,17 +26,39 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(table[table.index(of: "user:42")!].value == 1042)
     }
 
-    @Test func evictsLeastRecentlyUsed() throws {
-        var table = try KeyTable<String, Expiring>(capacity: 3, whenFull: .evictLeastRecentlyUsed)
+    @Test func evictsTheFirstUnvisitedKeyTheHandReaches() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 3, whenFull: .evict)
         for key in ["a", "b", "c"] { _ = try table.lookup(key, now: .zero, orInsert: Expiring(value: 0)) }
-        #expect(table.keysByRecency == ["c", "b", "a"])
-        _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 0))  // touch a
-        #expect(table.keysByRecency == ["a", "c", "b"])
+        #expect(table.keys == ["a", "b", "c"])
+        _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 0))  // a is visited
         let slot = try table.lookup("d", now: .zero, orInsert: Expiring(value: 0))
-        #expect(slot.evicted.first?.key == "b")
-        #expect(table.keysByRecency == ["d", "a", "c"])
+        // The hand passes over a (clearing its bit) and evicts b; d takes b's place.
+        #expect(slot.evicted.map(\.key) == ["b"])
+        #expect(slot.isNew)
+        #expect(table.keys == ["a", "d", "c"])
         #expect(table.stats.evicted == 1)
         #expect(table.count == 3)
+        // The hand stepped past d: c is the next candidate, then a (no longer visited), and d last.
+        #expect(try table.lookup("e", now: .zero, orInsert: Expiring(value: 0)).evicted.map(\.key) == ["c"])
+        #expect(try table.lookup("f", now: .zero, orInsert: Expiring(value: 0)).evicted.map(\.key) == ["a"])
+        #expect(try table.lookup("g", now: .zero, orInsert: Expiring(value: 0)).evicted.map(\.key) == ["d"])
+    }
+
+    /// A flood of keys seen once never evicts a key that comes back between them, and the flood's
+    /// own keys are evicted in turn.
+    @Test func aKeyThatComesBackOutlivesAFloodOfUniqueKeys() throws {
+        var table = try KeyTable<Int, Expiring>(capacity: 1_000, whenFull: .evict)
+        let regular = Array(0..<100)
+        for key in regular { _ = try table.lookup(key, now: .zero, orInsert: Expiring(value: key)) }
+        var evicted: [Int] = []
+        for key in 1_000..<21_000 {
+            evicted += try table.lookup(key, now: .zero, orInsert: Expiring(value: key)).evicted.map(\.key)
+            // Each regular key comes back once every 500 new keys (half the table's capacity).
+            if key % 5 == 0 { _ = try table.lookup(regular[(key / 5) % 100], now: .zero, orInsert: Expiring(value: -1)) }
+        }
+        #expect(evicted.count == 20_000 - (1_000 - 100))
+        #expect(regular.allSatisfy { table.index(of: $0) != nil })
+        #expect(table.stats.evicted == evicted.count)
     }
 
     @Test func refusesWhenFullOfLiveKeys() throws {
@@ -46,11 +68,11 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(throws: SluiceError.self) { _ = try table.lookup("c", now: .zero, orInsert: Expiring(value: 0)) }
         // "a" is idle at 100: it makes room.
         _ = try table.lookup("c", now: Instant(nanoseconds: 100), orInsert: Expiring(value: 0))
-        #expect(Set(table.keysByRecency) == ["b", "c"])
+        #expect(Set(table.keys) == ["b", "c"])
     }
 
     @Test func lazyExpiryResetsTheState() throws {
-        var table = try KeyTable<String, Expiring>(capacity: 10, whenFull: .evictLeastRecentlyUsed)
+        var table = try KeyTable<String, Expiring>(capacity: 10, whenFull: .evict)
         _ = try table.lookup("a", now: .zero, orInsert: Expiring(value: 1, expiresAt: 50))
         let early = try table.lookup("a", now: Instant(nanoseconds: 49), orInsert: Expiring(value: 2))
         #expect(table[early.index].value == 1)
@@ -60,7 +82,7 @@ struct Expiring: KeyedState, Hashable, Sendable {
     }
 
     @Test func incrementalSweep() throws {
-        var table = try KeyTable<Int, Expiring>(capacity: 1000, whenFull: .evictLeastRecentlyUsed)
+        var table = try KeyTable<Int, Expiring>(capacity: 1000, whenFull: .evict)
         for n in 0..<1000 {
             _ = try table.lookup(n, now: .zero, orInsert: Expiring(value: n, expiresAt: n.isMultiple(of: 2) ? 10 : .max))
         }
@@ -87,8 +109,8 @@ struct Expiring: KeyedState, Hashable, Sendable {
     /// quarters of its capacity (idle keys cost memory the budget allows) and holds it there
     /// from then on, examining no more than twice the arrivals. Neither evicts a live key.
     @Test func aSweepKeepsUpWithArrivals() throws {
-        var fixed = try KeyTable<Int, Expiring>(capacity: 8_000, whenFull: .evictLeastRecentlyUsed)
-        var keepingUp = try KeyTable<Int, Expiring>(capacity: 8_000, whenFull: .evictLeastRecentlyUsed)
+        var fixed = try KeyTable<Int, Expiring>(capacity: 8_000, whenFull: .evict)
+        var keepingUp = try KeyTable<Int, Expiring>(capacity: 8_000, whenFull: .evict)
         var key = 0
         var largest = 0
         for tick in Int64(1)...400 {
@@ -103,27 +125,30 @@ struct Expiring: KeyedState, Hashable, Sendable {
             largest = max(largest, keepingUp.count)
         }
         #expect(fixed.count > 7_900)
-        #expect(keepingUp.count >= 5_900 && largest <= 6_000 + 100)
+        #expect(keepingUp.count >= 5_800 && largest <= 6_000 + 100)
         #expect(fixed.stats.evicted == 0)
         #expect(keepingUp.stats.evicted == 0)
     }
 
     @Test func budgetInBytes() throws {
         let perEntry = KeyTable<String, ThrottleState>.estimatedBytesPerEntry
-        // One entry: the key (16 bytes), the state (17, which leaves room for the hash (4) and the
-        // links (8) before the next multiple of 8), then 8 bytes of index.
-        #expect(perEntry == 48 + 8)
+        // One entry: the key (16 bytes), the state (17), the visited bit (1) and the hash (4, after
+        // 2 bytes of padding): 40 bytes, then 4/3 of a 4-byte slot of index (rounded up).
+        #expect(perEntry == 40 + 6)
         let capacity = KeyTable<String, ThrottleState>.capacity(for: .bytes(64 << 20))
-        #expect(capacity > 600_000 && capacity < 64 << 20 / perEntry)
+        // The largest capacity whose entries and index fit.
+        #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity) <= 64 << 20)
+        #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity + 1) > 64 << 20)
         let table = try ThrottleTable<String>(options: .buttonTap, budget: .bytes(64 << 20))
         #expect(table.table.capacity == capacity)
         // Both limits: the smaller wins.
         #expect(KeyTable<String, ThrottleState>.capacity(for: MemoryBudget(entries: 10, bytes: 64 << 20)) == 10)
         #expect(throws: SluiceError.self) { try KeyTable<String, ThrottleState>(budget: .bytes(10), whenFull: .refuse) }
         #expect(throws: SluiceError.self) { try KeyTable<String, ThrottleState>(budget: MemoryBudget(entries: nil, bytes: nil), whenFull: .refuse) }
-        // 64 MiB: 2^20 entries of 48 bytes plus an index of 2^21 Int32 slots = 56 MiB.
-        #expect(capacity == 1 << 20)
-        #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity) == 56 << 20)
+        // 64 MiB: an index of 2^21 UInt32 slots (8 MiB, at most three quarters full) and 56 MiB of
+        // 40-byte entries.
+        #expect(capacity == (56 << 20) / 40)
+        #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity) == capacity * 40 + (8 << 20))
         // Long keys own heap storage: counting it shrinks the capacity.
         #expect(KeyTable<String, ThrottleState>.capacity(for: .bytes(64 << 20, extraBytesPerKey: 48)) < capacity)
     }

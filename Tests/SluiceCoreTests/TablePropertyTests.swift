@@ -4,14 +4,14 @@ import SluicePolicyModels
 import Testing
 
 @Suite struct TablePropertyTests {
-    /// KeyTable against a naive model: an array of (key, value) ordered from most to least recently
-    /// used, searched linearly.
-    @Test func keyTableMatchesNaiveRecencyList() async {
+    /// KeyTable against a naive model: an array of (key, value, visited) in storage order,
+    /// searched linearly, with the clock hand and the sweep's cursor as plain positions.
+    @Test func keyTableMatchesNaiveClockTable() async {
         // (kind, key, lifetime, gap)
-        let ops = zip(Gen.int(in: 0...9), Gen.int(in: 0...24), Gen.int(in: 0...30), Gen.int(in: 0...5)).array(of: 0...120)
+        let ops = zip(Gen.int(in: 0...10), Gen.int(in: 0...24), Gen.int(in: 0...30), Gen.int(in: 0...5)).array(of: 0...120)
         await propertyCheck(count: 300, input: Gen.int(in: 1...10), Gen.bool, ops) { capacity, refuse, ops in
-            var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evictLeastRecentlyUsed)
-            var list = NaiveRecencyList<Int, Expiring>(capacity: capacity, refuse: refuse)
+            var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evict)
+            var model = NaiveClockTable<Int, Expiring>(capacity: capacity, refuse: refuse)
             var now: Int64 = 0
             for (kind, key, lifetime, gap) in ops {
                 now += Int64(gap)
@@ -19,15 +19,18 @@ import Testing
                 switch kind {
                 case 0...5:
                     let fresh = Expiring(value: kind * 100 + key, expiresAt: now + Int64(lifetime))
-                    let want = list.lookup(key, now: instant, fresh: fresh)
+                    let isNew = !model.contains(key)
+                    let want = model.lookup(key, now: instant, fresh: fresh)
                     do {
                         let slot = try real.lookup(key, now: instant, orInsert: fresh)
                         guard case .stored(let wantEvicted) = want else {
                             Issue.record("key \(key) stored, the model refuses it")
                             break
                         }
+                        #expect(slot.isNew == isNew)
                         #expect(slot.evicted.first?.key == wantEvicted?.key)
                         #expect(slot.evicted.first?.value == wantEvicted?.value)
+                        #expect(slot.evicted.allSatisfy { !$0.value.isIdle(at: instant) })
                         #expect(slot.evicted.count <= 1)
                         #expect(real.key(at: slot.index) == key)
                     } catch let error as SluiceError {
@@ -40,24 +43,24 @@ import Testing
                         Issue.record(error)
                     }
                 case 6, 7:
-                    #expect(real.removeValue(forKey: key) == list.remove(key))
+                    #expect(real.removeValue(forKey: key) == model.remove(key))
                 case 8:
                     let removed = real.sweep(now: instant, maxEntries: lifetime % 4)
                     #expect(removed <= lifetime % 4)
-                    // Whatever the sweep dropped was idle; mirror it.
-                    let kept = list.entries.filter { real.index(of: $0.key) != nil }
-                    #expect(list.entries.count - kept.count == removed)
-                    #expect(list.entries.filter { real.index(of: $0.key) == nil }.allSatisfy { $0.value.isIdle(at: instant) })
-                    list.entries = kept
+                    #expect(model.sweep(now: instant, maxEntries: lifetime % 4) == removed)
+                case 9:
+                    if let index = real.index(of: key) { real.touch(index) }
+                    model.touch(key)
                 default:
                     let removed = real.sweep(now: instant, maxEntries: 1_000)
-                    let before = list.entries.count
-                    list.entries.removeAll { $0.value.isIdle(at: instant) }
-                    #expect(removed == before - list.entries.count)
+                    #expect(model.sweep(now: instant, maxEntries: 1_000) == removed)
+                    #expect(model.entries.allSatisfy { !$0.value.isIdle(at: instant) })
                 }
-                #expect(real.keysByRecency == list.entries.map(\.key))
-                for entry in list.entries {
-                    #expect(real.index(of: entry.key).map { real[$0] } == entry.value)
+                #expect(real.keys == model.keys)
+                for entry in model.entries {
+                    let index = real.index(of: entry.key)
+                    #expect(index.map { real[$0] } == entry.value)
+                    #expect(index.map { real.isVisited($0) } == entry.visited)
                 }
             }
         }

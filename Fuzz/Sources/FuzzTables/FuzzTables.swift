@@ -5,16 +5,16 @@ import SluiceCore
 // fuzz-tables: the bookkeeping structures under the policies. The first byte picks one:
 //
 // 0. `KeyTable` with an entry budget (capacity 1–10, evicting or refusing), Int keys, against a
-//    naive list ordered from most to least recently used (the model of the project's property
-//    tests): lookups (with lazy expiry), inserts, removals, touches, partial and full sweeps,
-//    side-state charges and releases. Recency order, values, evictions, refusals and counters
-//    match; a sweep drops only idle entries; charges are bounded by `chargeLimit(capacity:)`.
+//    naive clock table (the model of the project's property tests: the storage order, visited
+//    bits, the clock hand and the sweep's cursor, searched linearly): lookups (with lazy expiry),
+//    inserts, removals, touches, partial and full sweeps, side-state charges and releases.
+//    Storage order, visited bits, values, evictions, refusals and counters match; a sweep drops
+//    only idle entries; charges are bounded by `chargeLimit(capacity:)`.
 // 1. `KeyTable` with a byte budget, String keys short and long (a long key's heap bytes count):
 //    the bytes used never exceed the budget, the count never exceeds the capacity, only idle
-//    keys vanish unless evicted, evictions take the least recently used live keys in order and
-//    only in an evicting table, the key looked up becomes the most recent and the others keep
-//    their order, and a refused key leaves every live key in place (the evictions a refusal
-//    makes are never reported to the caller).
+//    keys vanish unless evicted, evictions take live keys and only in an evicting table, the key
+//    looked up is held afterwards, and a refused key leaves every live key in place (the
+//    evictions a refusal makes are never reported to the caller).
 // 2. `SlotTable` against a `Dictionary`: sets, in-place updates, removals, reads.
 // 3. `ScopeTree` against a naive model (a parent array and a flat list of effects; "in the
 //    subtree" decided by walking parents): opening scopes (some closing by themselves when
@@ -34,8 +34,8 @@ struct Expiring: KeyedState, Hashable {
 func fuzzEntryTable(_ input: inout FuzzInput) {
     let capacity = 1 + input.below(10)
     let refuse = input.bool()
-    var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evictLeastRecentlyUsed)
-    var list = NaiveRecencyList<Int, Expiring>(capacity: capacity, refuse: refuse)
+    var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evict)
+    var list = NaiveClockTable<Int, Expiring>(capacity: capacity, refuse: refuse)
     var charges = 0
     var inserted = 0
     var evicted = 0
@@ -43,16 +43,6 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
     var clock: Int64 = 0
     let chargeLimit = KeyTable<Int, Expiring>.chargeLimit(capacity: capacity)
     require(chargeLimit == Swift.max(64, capacity * 16), "chargeLimit(capacity: \(capacity)) is \(chargeLimit)")
-
-    /// Mirrors a sweep: whatever vanished must have been idle.
-    func mirrorRemovals(_ operation: String) -> Int {
-        let now = Instant(nanoseconds: clock)
-        let kept = list.entries.filter { real.index(of: $0.key) != nil }
-        let gone = list.entries.filter { real.index(of: $0.key) == nil }
-        require(gone.allSatisfy { $0.value.isIdle(at: now) }, "\(operation) dropped live keys \(gone.map(\.key))")
-        list.entries = kept
-        return gone.count
-    }
 
     var operations = 0
     while !input.isExhausted, operations < 800 {
@@ -84,7 +74,7 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
                     require(slot.evicted[0].key == wantEvicted.key && slot.evicted[0].value == wantEvicted.value, "evicted \(slot.evicted[0]), the list.entries \(wantEvicted)")
                     evicted += 1
                 }
-                require(real.key(at: slot.index) == key && real[slot.index] == list.entries[0].value, "the entry looked up")
+                require(real.key(at: slot.index) == key && real[slot.index] == list.value(of: key), "the entry looked up")
                 if isNew { inserted += 1 }
             } catch {
                 require(error.code == .tableBusy, "lookup threw \(error)")
@@ -92,7 +82,7 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
                 refused += 1
             }
         case 6:
-            let want = list.entries.firstIndex { $0.key == key }.map { list.entries.remove(at: $0).value }
+            let want = list.remove(key)
             require(real.removeValue(forKey: key) == want, "removeValue(forKey: \(key))")
         case 7:
             guard let index = real.index(of: key) else {
@@ -100,23 +90,21 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
                 break
             }
             let removed = real.remove(at: index)
-            guard let i = list.entries.firstIndex(where: { $0.key == key }) else { fatalError("removed \(key), which the list.entries does not hold") }
-            require(removed.key == key && removed.value == list.entries.remove(at: i).value, "remove(at:) of \(key)")
+            require(removed.key == key && removed.value == list.remove(key), "remove(at:) of \(key)")
         case 8:
             guard let index = real.index(of: key) else { break }
             real.touch(index)
-            guard let i = list.entries.firstIndex(where: { $0.key == key }) else { fatalError("touched \(key), which the list.entries does not hold") }
-            list.entries.insert(list.entries.remove(at: i), at: 0)
+            require(list.contains(key), "touched \(key), which the model does not hold")
+            list.touch(key)
         case 9:
             let maxEntries = key % 4
             let removed = real.sweep(now: now, maxEntries: maxEntries)
             require(removed <= maxEntries, "a sweep of \(maxEntries) removed \(removed)")
-            require(mirrorRemovals("a sweep") == removed, "a sweep says \(removed) removed")
+            require(list.sweep(now: now, maxEntries: maxEntries) == removed, "a sweep says \(removed) removed")
         case 10:
             let removed = real.sweep(now: now, maxEntries: 1_000)
-            let before = list.entries.count
-            list.entries.removeAll { $0.value.isIdle(at: now) }
-            require(removed == before - list.entries.count, "a full sweep removed \(removed), the list.entries \(before - list.entries.count)")
+            require(removed == list.sweep(now: now, maxEntries: 1_000), "a full sweep removed \(removed)")
+            require(list.entries.allSatisfy { !$0.value.isIdle(at: now) }, "a full sweep left idle keys")
         case 11, 12:
             let taken = real.charge(bytes: 1 << 20, now: now)
             if charges < chargeLimit {
@@ -124,8 +112,8 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
                 charges += 1
             } else {
                 require(!taken, "charge \(charges + 1) over the limit \(chargeLimit) taken")
-                // The refused charge swept for idle keys first (it sees all ≤ 10 entries).
-                list.entries.removeAll { $0.value.isIdle(at: now) }
+                // The refused charge swept for idle keys first.
+                _ = list.sweep(now: now, maxEntries: 32)
             }
         case 13:
             if charges > 0 {
@@ -135,10 +123,12 @@ func fuzzEntryTable(_ input: inout FuzzInput) {
         default:
             require(real.index(of: key).map { real[$0] } == list.entries.first { $0.key == key }?.value, "index(of: \(key))")
         }
-        require(real.keysByRecency == list.entries.map(\.key), "recency \(real.keysByRecency), the list.entries \(list.entries.map(\.key))")
+        require(real.keys == list.keys, "storage \(real.keys), the model \(list.keys)")
         require(real.count == list.entries.count && real.count <= capacity, "count \(real.count), the list.entries \(list.entries.count)")
         for entry in list.entries {
-            require(real.index(of: entry.key).map { real[$0] } == entry.value, "value of \(entry.key)")
+            let index = real.index(of: entry.key)
+            require(index.map { real[$0] } == entry.value, "value of \(entry.key)")
+            require(index.map { real.isVisited($0) } == entry.visited, "visited bit of \(entry.key)")
         }
         require(real.stats.evicted == evicted, "stats.evicted \(real.stats.evicted), the list.entries \(evicted)")
         require(real.stats.refused == refused, "stats.refused \(real.stats.refused), the list.entries \(refused)")
@@ -155,7 +145,7 @@ func fuzzByteTable(_ input: inout FuzzInput) {
     let budget = MemoryBudget.bytes(bytes, extraBytesPerKey: extra)
     let table: KeyTable<String, Expiring>
     do {
-        table = try KeyTable<String, Expiring>(budget: budget, whenFull: evicting ? .evictLeastRecentlyUsed : .refuse)
+        table = try KeyTable<String, Expiring>(budget: budget, whenFull: evicting ? .evict : .refuse)
     } catch {
         require(KeyTable<String, Expiring>.capacity(for: budget) < 1, "a budget of \(bytes) bytes refused: \(error)")
         return
@@ -164,7 +154,7 @@ func fuzzByteTable(_ input: inout FuzzInput) {
     let limit = bytes
     require(real.byteLimit == limit, "byteLimit \(String(describing: real.byteLimit))")
     require(real.bytesUsed <= limit, "an empty table uses \(real.bytesUsed) of \(limit) bytes")
-    var recency: [String] = []
+    var held: [String] = []
     var charged: [Int] = []
     var clock: Int64 = 0
 
@@ -181,8 +171,7 @@ func fuzzByteTable(_ input: inout FuzzInput) {
         let length = input.byte()
         clock += Int64(code >> 6)
         let now = Instant(nanoseconds: clock)
-        let live = Set(recency.filter { key in real.index(of: key).map { !real[$0].isIdle(at: now) } ?? false })
-        let liveByRecency = recency.filter { live.contains($0) }
+        let live = Set(held.filter { key in real.index(of: key).map { !real[$0].isIdle(at: now) } ?? false })
         switch code & 7 {
         case 0...3:
             let key = name(argument, length)
@@ -193,23 +182,22 @@ func fuzzByteTable(_ input: inout FuzzInput) {
                 let evictedKeys = slot.evicted.map(\.key)
                 require(evicting || evictedKeys.isEmpty, "a refusing table evicted \(evictedKeys)")
                 require(slot.evicted.allSatisfy { !$0.value.isIdle(at: now) }, "evicted idle keys")
-                let oldest = Array(liveByRecency.filter { $0 != key }.reversed().prefix(evictedKeys.count))
-                require(evictedKeys == oldest, "evicted \(evictedKeys), the least recent live keys are \(oldest)")
-                let gone = recency.filter { real.index(of: $0) == nil }
+                require(evictedKeys.allSatisfy { live.contains($0) && $0 != key }, "evicted \(evictedKeys), not live keys held before")
+                let gone = held.filter { real.index(of: $0) == nil }
                 for vanished in gone where !evictedKeys.contains(vanished) {
                     require(!live.contains(vanished), "live key \(vanished) vanished, not evicted")
                 }
-                recency = [key] + recency.filter { $0 != key && real.index(of: $0) != nil }
+                held = [key] + held.filter { $0 != key && real.index(of: $0) != nil }
             } catch {
                 require(error.code == .tableBusy, "lookup threw \(error)")
-                let lost = recency.filter { live.contains($0) && real.index(of: $0) == nil }
+                let lost = held.filter { live.contains($0) && real.index(of: $0) == nil }
                 require(lost.isEmpty, "refusing \(key.utf8.count)-byte key evicted live keys \(lost) without reporting them")
-                recency = recency.filter { real.index(of: $0) != nil }
+                held = held.filter { real.index(of: $0) != nil }
             }
         case 4:
             let key = name(argument, length)
             real.removeValue(forKey: key)
-            recency.removeAll { $0 == key }
+            held.removeAll { $0 == key }
         case 5:
             let amount = Int(argument) * 8
             let before = real.bytesUsed
@@ -218,20 +206,20 @@ func fuzzByteTable(_ input: inout FuzzInput) {
             } else {
                 require(real.bytesUsed + amount > limit || before + amount > limit, "a charge of \(amount) refused with \(real.bytesUsed) of \(limit) used")
             }
-            let gone = recency.filter { real.index(of: $0) == nil }
+            let gone = held.filter { real.index(of: $0) == nil }
             require(gone.allSatisfy { !live.contains($0) }, "a charge dropped live keys")
-            recency.removeAll { gone.contains($0) }
+            held.removeAll { gone.contains($0) }
         case 6:
             if let amount = charged.popLast() { real.release(bytes: amount) }
         default:
             let removed = real.sweep(now: now, maxEntries: Int(argument) % 8)
-            let gone = recency.filter { real.index(of: $0) == nil }
+            let gone = held.filter { real.index(of: $0) == nil }
             require(gone.count == removed && gone.allSatisfy { !live.contains($0) }, "a sweep dropped \(gone), \(removed) by its count")
-            recency.removeAll { gone.contains($0) }
+            held.removeAll { gone.contains($0) }
         }
         require(real.bytesUsed <= limit, "\(real.bytesUsed) bytes used, budget \(limit)")
         require(real.count <= real.capacity, "\(real.count) keys, capacity \(real.capacity)")
-        require(real.keysByRecency == recency, "recency \(real.keysByRecency), the model \(recency)")
+        require(Set(real.keys) == Set(held) && real.count == held.count, "keys \(real.keys), the model \(held)")
     }
 }
 

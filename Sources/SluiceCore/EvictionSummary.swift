@@ -1,0 +1,132 @@
+/// Options of a policy whose per-key table may remember the live keys it evicts.
+public protocol KeyedTableOptions {
+    /// What the table does when it is full of live keys.
+    var whenFull: WhenTableFull { get }
+    /// The longest a key's state restricts it past the instant of its last event: how far ahead
+    /// a remembered restriction may end.
+    var restrictionHorizon: Duration { get }
+}
+
+extension ThrottleOptions: KeyedTableOptions {
+    /// One interval: a window ends at most that long after the event that opened it.
+    @inlinable
+    public var restrictionHorizon: Duration { interval }
+}
+
+extension DebounceOptions: KeyedTableOptions {
+    /// A debounce delays events rather than refusing them: its table forgets.
+    @inlinable
+    public var whenFull: WhenTableFull { .forget }
+
+    /// The quiet period (unused: a debounce table forgets).
+    @inlinable
+    public var restrictionHorizon: Duration { quiet }
+}
+
+extension RateLimitOptions: KeyedTableOptions {
+    /// The burst window plus one emission interval: a key's theoretical arrival time runs at
+    /// most that far ahead of now.
+    @inlinable
+    public var restrictionHorizon: Duration { .nanoseconds(tolerance.saturatingAdd(emissionInterval)) }
+}
+
+/// What a throttle or rate-limit table keeps of the live keys it evicts (``WhenTableFull/remember``):
+/// a ``RestrictionFilter`` of their restrictions, and counters for metrics. A table that forgets
+/// or refuses has a summary that remembers nothing.
+public struct EvictionSummary: Sendable {
+    /// The filter (empty, remembering nothing, unless the table remembers).
+    public private(set) var filter: RestrictionFilter
+    /// Keys not in the table whose state the summary restored.
+    public private(set) var restored = 0
+    /// Decisions refused for a key whose state the summary restored. Some may be wrong: a
+    /// never-seen key the filter mistakes for a remembered one (a few in a million), or a key
+    /// whose restriction the filter rounds up by up to ``RestrictionFilter/resolution``.
+    public private(set) var refusals = 0
+    /// When the filter was last purged.
+    var lastPurge: Instant?
+
+    /// A summary that remembers nothing.
+    public init() {
+        filter = RestrictionFilter()
+    }
+
+    /// The summary a table with `options` keeps within `bytes`: nothing unless the options
+    /// remember.
+    public init<Options: KeyedTableOptions>(options: Options, bytes: Int) throws(SluiceError) {
+        filter = options.whenFull == .remember
+            ? try RestrictionFilter(bytes: bytes, horizon: Swift.max(options.restrictionHorizon, .nanoseconds(1)))
+            : RestrictionFilter()
+    }
+
+    /// Whether the summary remembers evicted keys.
+    @inlinable
+    public var isRemembering: Bool { filter.bucketCount > 0 }
+
+    /// The 64-bit hash the filter is given for `key`.
+    @inlinable
+    static func hash<Key: Hashable>(_ key: Key) -> UInt64 {
+        UInt64(bitPattern: Int64(key.hashValue))
+    }
+
+    /// Remembers the restrictions of the live keys a table evicted.
+    public mutating func remember<Key: Hashable, State: RestrictingState>(_ evicted: [(key: Key, value: State)], now: Instant) {
+        guard isRemembering else { return }
+        for (key, state) in evicted {
+            if let until = state.restriction(at: now) {
+                filter.remember(hash: Self.hash(key), until: until, now: now)
+            }
+        }
+    }
+
+    /// The state to give a key that the table did not hold: one at least as strict as its
+    /// remembered restriction, or `nil` when the summary remembers none.
+    public mutating func restore<Key: Hashable, State: RestrictingState>(_ key: Key, now: Instant) -> State? {
+        guard isRemembering, let until = filter.restrictedUntil(hash: Self.hash(key), now: now) else { return nil }
+        restored &+= 1
+        return State(restrictedUntil: until)
+    }
+
+    /// Counts a decision refused for a key whose state the summary restored.
+    public mutating func countRefusal() {
+        refusals &+= 1
+    }
+
+    /// Clears expired entries, at a pace of one pass over the filter per horizon.
+    public mutating func purge(now: Instant) {
+        guard isRemembering else { return }
+        let elapsed = lastPurge.map { now.nanoseconds &- $0.nanoseconds } ?? 0
+        lastPurge = now
+        let horizon = Swift.max(1, filter.horizon.nanosecondsClamped)
+        let share = Double(Swift.max(0, elapsed)) / Double(horizon)
+        let buckets = share >= 1 ? filter.bucketCount : Int(share * Double(filter.bucketCount)) + 1
+        filter.purge(now: now, maxBuckets: buckets)
+    }
+
+    /// Adds the summary's counters to a table's.
+    public func adding(to stats: KeyTableStats) -> KeyTableStats {
+        var stats = stats
+        stats.summaryRestored = restored
+        stats.summaryRefusals = refusals
+        stats.summaryFill = filter.fill
+        stats.summaryOverflows = filter.overflows
+        return stats
+    }
+}
+
+extension MemoryBudget {
+    /// The share of a remembering table's budget its summary takes: seven eighths (see
+    /// ``WhenTableFull/remember``).
+    @inlinable
+    public func split(remembering: Bool) -> (table: MemoryBudget, summaryBytes: Int) {
+        guard remembering else { return (self, 0) }
+        if let bytes {
+            let summary = bytes / 8 * 7
+            return (MemoryBudget(entries: entries, bytes: bytes - summary, extraBytesPerKey: extraBytesPerKey), summary)
+        }
+        // An entry budget: the table keeps its entries, and the summary remembers eight keys
+        // (32 bytes) for each.
+        let entries = entries ?? 1
+        let (summary, overflow) = entries.multipliedReportingOverflow(by: 32)
+        return (self, overflow ? Int.max : Swift.max(16, summary))
+    }
+}
