@@ -31,6 +31,7 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(3),
         maxIterations: 50
     )
+    millionKeyBenchmarks()
 
     Benchmark("policy: throttle decision, throttled (1,000 known keys)", configuration: millionPerSample) { benchmark in
         var table = try ThrottleTable<String>(options: try ThrottleOptions(interval: .seconds(3600)), budget: .bytes(16 << 20))

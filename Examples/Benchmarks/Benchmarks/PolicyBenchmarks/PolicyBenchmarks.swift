@@ -131,8 +131,8 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: New keys and controls
 
     /// A full table (100,000 entries): every event is for a key never seen, so each decision also
-    /// evicts the least recently used key (the flood path).
-    Benchmark("Throttle decision (full table, new key, evicts LRU)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+    /// evicts a key not used lately (the flood path).
+    Benchmark("Throttle decision (full table, new key, evicts a key)", configuration: .init(scalingFactor: .kilo)) { benchmark in
         let capacity = 100_000
         var table = try! ThrottleTable<String>(options: .buttonTap, budget: .entries(capacity))
         let keys = (0..<1_000_000).map { "user:\($0)" }

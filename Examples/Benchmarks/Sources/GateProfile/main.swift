@@ -3,7 +3,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|runs|warm-runs|replay|pay|task|await [count]
+// Usage: gate-profile throttled|million|runs|warm-runs|replay|pay|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -56,6 +56,13 @@ case "warm-runs":
         let fresh = (0..<10_000).map { gate.request(tap, "fresh:\(round):\($0)") }
         await run(fresh, fresh.count, report: round % 20 == 19)
     }
+case "million":
+    // As GateBenchmarks' "TAP throttled (1,000,000 known keys, uniform order)".
+    var random = SplitMix64(seed: 0x5EED)
+    let million = (0..<1_000_000).map { gate.request(tap, "user:\($0)") }
+    await run(million, million.count, report: false)
+    while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+    await run(million.shuffled(using: &random), count)
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)
