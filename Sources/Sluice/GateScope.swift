@@ -25,12 +25,10 @@ public final class GateScope: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether this scope or one of its ancestors has been closed.
     public var isClosed: Bool {
-        var scope: GateScope? = self
-        while let current = scope {
-            if current.closedFlag.load(ordering: .sequentiallyConsistent) { return true }
-            scope = current.parent
-        }
-        return false
+        // Asked for every request: recursing through the `let` parent borrows each scope, where
+        // a loop over an optional variable retains and releases every one it visits.
+        if closedFlag.load(ordering: .sequentiallyConsistent) { return true }
+        return parent?.isClosed ?? false
     }
 
     /// Whether this is a gate's root scope.
