@@ -4,7 +4,7 @@
 # started, and writes BENCHMARKS.md (plus latency.png when python3 with matplotlib is there).
 #
 #   Examples/LoadTest/run.sh [--seconds 10] [--rounds 3] [--out BENCHMARKS.md] [--skip-build]
-#       [--only http]
+#       [--only http|eviction]
 #
 # Scenarios (each table row carries its command):
 #   1. ECHO: throughput and server CPU per line, sluice-echo vs c-echo vs nio-echo (one thread
@@ -18,9 +18,13 @@
 #   6. HTTP: POST /tap/<key> with wrk (Examples/LoadTest/wrk/tap.lua) against sluice-echo's HTTP
 #      front, nginx's limit_req, the C evhttp server (evhttp-tap) and the Hummingbird 2 server
 #      (hummingbird-tap), one after the other (Examples/Benchmarks/http-compare.sh does the run).
+#   7. Eviction: a key throttled and a key limited, then 1,000,000 never-seen keys (one LIMIT and
+#      one TAP each) through 16 MiB tables that remember what they evict (eviction.py), then
+#      the two again; with the GateBenchmarks figures of a decision at a million keys.
 # Scenarios 2-5 need the line protocol; against a server that only echoes raw lines
 # they are reported as skipped; scenario 6 skips sluice-echo when it has no --http-port.
-# --only http runs scenario 6 alone and replaces its section in --out (the others stay).
+# --only http (or eviction) runs scenario 6 (or 7) alone and replaces its section in --out (the
+# others stay).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -37,14 +41,14 @@ while (($#)); do
         --out) out="$2"; shift 2 ;;
         --skip-build) skip_build=true; shift ;;
         --only) only="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 
 case "$only" in
-    "" | http) ;;
-    *) echo "run.sh: --only takes http, not $only" >&2; exit 2 ;;
+    "" | http | eviction) ;;
+    *) echo "run.sh: --only takes http or eviction, not $only" >&2; exit 2 ;;
 esac
 
 work="$here/out"
@@ -64,6 +68,62 @@ http_section() { # extra http-compare.sh options...
     echo "$table"
 }
 
+# ---------------------------------------------------------------------------------------------
+# 7. Eviction: a fresh sluice-echo whose TAP and LIMIT tables remember what they evict, flooded
+# with never-seen keys (eviction.py); then the GateBenchmarks of a decision at a million keys.
+# The section's Markdown on stdout.
+eviction_section() { # sluice-echo binary
+    local port pid result status=0
+    port="$(free_port)"
+    local args=(--loops 1 --port "$port" --log-level warning
+        --limit-rate 1 --limit-period-ms 60000 --limit-burst 0 --limit-table-mib 16 --limit-when-full remember
+        --tap-window-ms 60000 --tap-table-mib 16 --tap-tally-mib 16 --tap-when-full remember)
+    "$1" "${args[@]}" >"$work/eviction-server.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    wait_for_port "$port"
+    result="$(python3 "$here/eviction.py" --port "$port" --pid "$pid" --keys 1000000 --budget-mib 48)" || status=$?
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    echo "## 7. Eviction: 1,000,000 new keys through tables that remember what they evict"
+    echo
+    echo "A fresh \`sluice-echo ${args[*]/$port/<port>}\`: 16 MiB for each table (seven eighths of it for the summary of the keys it evicts, a cuckoo filter of 4 bytes a key; an eighth, about 170,000 keys, for exact states), 60 s for a key's restriction. One key is throttled and one limited; then one \`LIMIT\` and one \`TAP\` for each of 1,000,000 never-seen keys over 16 pipelined connections (\`Examples/LoadTest/eviction.py\`); then the two keys again. Every new key is new, so the exact limiter would let each one through: a refused one is the summary's error (goal: at most 0.1 %). The victims must still be refused after the flood."
+    echo
+    echo "$result"
+    if ((status != 0)); then echo; echo "eviction.py exited $status."; fi
+    echo
+    echo "A decision at a million keys (GateBenchmarks, \`swift package benchmark --target GateBenchmarks --filter '1,000,000'\` in \`Examples/Benchmarks\`; medians, ns per decision): a key in the table, and a key mostly answered by a 16 MiB remembering table's summary."
+    echo
+    echo "| benchmark | p50 ns | p90 ns | allocations |"
+    echo "| --- | ---: | ---: | ---: |"
+    # One row per benchmark from package-benchmark's Markdown: its name, the wall-clock p50 and
+    # p90 and the mallocs' p50.
+    (cd "$root/Examples/Benchmarks" && swift package --scratch-path "$root/.build-bench" --disable-sandbox benchmark \
+        --target GateBenchmarks --filter '.*1,000,000.*' --format markdown --no-progress 2>/dev/null \
+        | awk -F'|' '
+            /^### / { name = substr($0, 5); next }
+            /Malloc \(total\)/ { gsub(/ /, "", $5); mallocs = $5 }
+            /Time \(wall clock\)/ { gsub(/ /, "", $5); gsub(/ /, "", $6); print "| " name " | " $5 " | " $6 " | " mallocs " |" }') \
+        || echo "Not run: the benchmark failed."
+}
+
+# Replaces section $1 of $out (up to the next numbered section or the latency plot) with the file
+# $2, or adds it.
+replace_section() { # number file
+    if [[ ! -f "$out" ]]; then printf '# Benchmarks\n' >"$out"; fi
+    awk -v section="$2" -v number="$1" '
+        function put() { while ((getline line < section) > 0) print line; close(section); print ""; done = 1 }
+        index($0, "## " number ".") == 1 { put(); skipping = 1; next }
+        skipping && (/^## [0-9]/ || /^!\[/) { skipping = 0 }
+        skipping { next }
+        /^!\[/ && !done { put() }
+        { print }
+        END { if (!done) { print ""; put() } }
+    ' "$out" >"$out.tmp"
+    mv "$out.tmp" "$out"
+    log "wrote section $1 of $out"
+}
+
 if [[ "$only" == http ]]; then
     build_args=()
     if [[ "$skip_build" == true ]]; then build_args=(--skip-build); fi
@@ -73,26 +133,15 @@ if [[ "$only" == http ]]; then
         echo
         echo "Generated by \`Examples/LoadTest/run.sh --only http --seconds $seconds --rounds $rounds\` on $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
     } >"$section"
-    # Replace section 6 of $out (up to the next section or the latency plot), or add it.
-    if [[ ! -f "$out" ]]; then printf '# Benchmarks\n' >"$out"; fi
-    awk -v section="$section" '
-        function put() { while ((getline line < section) > 0) print line; close(section); print ""; done = 1 }
-        /^## 6\./ { put(); skipping = 1; next }
-        skipping && (/^## / || /^!\[/) { skipping = 0 }
-        skipping { next }
-        /^!\[/ && !done { put() }
-        { print }
-        END { if (!done) { print ""; put() } }
-    ' "$out" >"$out.tmp"
-    mv "$out.tmp" "$out"
-    log "wrote section 6 of $out"
+    replace_section 6 "$section"
     exit 0
 fi
-rm -f "$work"/*.txt "$work"/*.json "$work"/*.log "$work"/*.md "$work"/latency.png
+# (--only eviction keeps the reports of the last full run, and builds what it needs itself.)
+if [[ -z "$only" ]]; then rm -f "$work"/*.txt "$work"/*.json "$work"/*.log "$work"/*.md "$work"/latency.png; fi
 
 # ---------------------------------------------------------------------------------------------
 # Build
-if [[ "$skip_build" == false ]]; then
+if [[ "$skip_build" == false && -z "$only" ]]; then
     "$root/scripts/install-deps.sh" --bench
     log "building release (sluice-echo, sluice-load, C baselines, nio-echo, hummingbird-tap)"
     (cd "$root" && swift build -c release --product sluice-echo >&2 && swift build -c release --product sluice-load >&2)
@@ -131,6 +180,21 @@ wait_for_port() {
     log "nothing listens on port $1"
     return 1
 }
+
+if [[ "$only" == eviction ]]; then
+    if [[ "$skip_build" == false ]]; then
+        (cd "$root" && swift build -c release --product sluice-echo >&2)
+        (cd "$root/Examples/Benchmarks" && swift build -c release --scratch-path "$root/.build-bench" --target GateBenchmarks >&2)
+    fi
+    section="$work/eviction-section.md"
+    {
+        eviction_section "$(cd "$root" && swift build -c release --show-bin-path)/sluice-echo"
+        echo
+        echo "Generated by \`Examples/LoadTest/run.sh --only eviction\` on $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
+    } >"$section"
+    replace_section 7 "$section"
+    exit 0
+fi
 
 # utime + stime of a process, in clock ticks.
 cpu_ticks() {
@@ -274,6 +338,7 @@ fi
 cleanup
 pids=()
 http_section --skip-build >"$work/http-section.md"
+eviction_section "$bin/sluice-echo" >"$work/eviction-section.md"
 
 # ---------------------------------------------------------------------------------------------
 # BENCHMARKS.md
@@ -360,6 +425,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
     fi
     echo
     cat "$work/http-section.md"
+    echo
+    cat "$work/eviction-section.md"
 } >"$out.tmp"
 
 # Latency plot (optional).

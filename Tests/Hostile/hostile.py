@@ -3018,6 +3018,114 @@ def probe_http_idle(ctx):
         c.close()
 
 
+EVICTION_ARGS = ["--limit-rate", "1", "--limit-period-ms", "60000", "--limit-burst", "0",
+                  "--limit-table-mib", "1", "--limit-when-full", "remember",
+                  "--tap-window-ms", "60000", "--tap-table-mib", "1", "--tap-tally-mib", "1",
+                  "--tap-when-full", "remember"]
+
+
+@probe(22, "eviction", "200,000 new keys through 1 MiB TAP and LIMIT tables that remember what they evict",
+       args=EVICTION_ARGS)
+def probe_eviction(ctx):
+    """A key throttled and a key limited (one per 60 s each) before a flood of never-seen keys,
+    one TAP and one LIMIT each, through tables far smaller than the flood: the victims are still
+    refused after it, and at most 0.1 % of the new keys are refused (each is new: the exact
+    limiter would let every one through)."""
+    keys = ctx.n(200_000, 50_000)
+    connections = 16
+    with ctx.connect(timeout=10) as c:
+        before = [c.request(b"v1", b"TAP eviction-victim"), c.request(b"v2", b"TAP eviction-victim"),
+                  c.request(b"v3", b"LIMIT eviction-victim"), c.request(b"v4", b"LIMIT eviction-victim")]
+    words = [reply.split(b" ")[1].decode() if len(reply.split(b" ")) > 1 else "?" for reply in before]
+    ctx.details["victims_before"] = words
+    ctx.check(words == ["OK", "THROTTLED", "OK", "LIMITED"], f"the victims before the flood: {words}")
+    share = keys // connections
+    refused_words = {"TAP": "THROTTLED", "LIMIT": "LIMITED"}
+    for verb in ("LIMIT", "TAP"):
+        ctx.monitor.phase(verb)
+        conns = [ctx.connect(timeout=10) for _ in range(connections)]
+        payloads = [b"".join(b"e%d %s new-%d-%d\n" % (j, verb.encode(), i, j) for j in range(share))
+                    for i in range(connections)]
+        started = time.monotonic()
+        result = drive(conns, payloads, share, deadline=time.monotonic() + 50)
+        elapsed = time.monotonic() - started
+        tally = result["tally"]
+        refused = tally.get(refused_words[verb], 0)
+        ctx.details[verb] = {"replies": result["replies"], "seconds": round(elapsed, 1), "tally": dict(tally),
+                             "wrongly_refused": refused, "share": refused / max(1, share * connections)}
+        for conn in conns:
+            conn.close()
+        ctx.conns = [conn for conn in ctx.conns if conn not in conns]
+        ctx.check(not result["errors"], f"{verb}: {result['errors'][:1]}")
+        ctx.check(result["replies"] == share * connections,
+                  f"{verb}: {result['replies']} replies to {share * connections} requests")
+        ctx.check(tally.get("OK", 0) + refused == share * connections, f"{verb}: replies {short_tally(tally)}")
+        ctx.check(refused <= share * connections // 1000,
+                  f"{verb}: {refused} of {share * connections} new keys refused (limit 0.1 %)")
+        ctx.note(f"{verb} {elapsed:.1f}s: {refused} of {share * connections} new keys refused")
+    ctx.monitor.phase("after")
+    with ctx.connect(timeout=10) as c:
+        after = [c.request(b"v5", b"TAP eviction-victim"), c.request(b"v6", b"LIMIT eviction-victim")]
+    words = [reply.split(b" ")[1].decode() if len(reply.split(b" ")) > 1 else "?" for reply in after]
+    ctx.details["victims_after"] = words
+    ctx.check(words == ["THROTTLED", "LIMITED"], f"the victims after the flood: {words}")
+    ctx.note(f"victims after: TAP {words[0]}, LIMIT {words[1]}")
+    evicted = stats(ctx.port).get("evicted")
+    ctx.details["evicted"] = evicted
+    ctx.rss_rise_limit_mib = 3 + 64     # the three tables' budgets + 64 MiB
+
+
+@probe(23, "http-eviction", "300,000 POST /limit/<128-byte key> through a 16 MiB GCRA table, one per 60 s",
+       http=True, args=["--limit-rate", "1", "--limit-period-ms", "60000", "--limit-burst", "0",
+                        "--limit-table-mib", "16"])
+def probe_http_eviction(ctx):
+    """Never-seen 128-byte keys, one request each, through a table that holds a small part of
+    them (the default choice when full: remember). Every request is answered 200, 503 (busy) or,
+    for at most 0.1 %, 429 (a new key the summary mistook for a remembered one)."""
+    keys = ctx.n(300_000, 60_000)
+    connections = 8
+    batch = 64
+    share = keys // connections
+    statuses = collections.Counter()
+    errors = []
+    lock = threading.Lock()
+
+    def client(index):
+        counts = collections.Counter()
+        try:
+            with HTTPConn(ctx.http_port, timeout=30) as conn:
+                for start in range(0, share, batch):
+                    count = min(batch, share - start)
+                    conn.send(b"".join(http_bytes(b"POST", b"/limit/" + (b"%d-%d-" % (index, start + j)).ljust(128, b"k"))
+                                       for j in range(count)))
+                    for _ in range(count):
+                        counts[conn.read_response(timeout=30).status] += 1
+        except (OSError, EOFError, TimeoutError, ValueError) as error:
+            with lock:
+                errors.append(f"connection {index}: {error!r}")
+        with lock:
+            statuses.update(counts)
+
+    ctx.monitor.phase("flood")
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    elapsed = time.monotonic() - started
+    ctx.monitor.phase("after")
+    total = sum(statuses.values())
+    ctx.details.update(statuses={str(k): v for k, v in statuses.items()}, seconds=round(elapsed, 1), errors=errors[:3])
+    ctx.check(not errors, f"{errors[:1]}")
+    ctx.check(total == share * connections, f"{total} responses to {share * connections} requests")
+    ctx.check(set(statuses) <= {200, 429, 503}, f"statuses {dict(statuses)}")
+    ctx.check(statuses.get(429, 0) <= share * connections // 1000,
+              f"{statuses.get(429, 0)} of {share * connections} new keys limited (limit 0.1 %)")
+    ctx.note(f"{elapsed:.1f}s: " + ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items())))
+    ctx.rss_rise_limit_mib = 16 + 64    # the table's budget + 64 MiB
+
+
 # --------------------------------------------------------------------------------------------
 # Main
 
