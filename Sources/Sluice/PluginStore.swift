@@ -39,7 +39,8 @@ public struct PluginStore: Sendable {
 
     /// The policy each process decides with on its own in ``StoreFailureMode/local``: `policy`
     /// with its limits divided over ``instances`` (a throttle's window multiplied, a rate
-    /// limit's count and burst divided, never below one request).
+    /// limit's count and burst divided, never below one request), and the same choice when its
+    /// table is full.
     public func localPolicy(for policy: GatePolicy) throws(SluiceError) -> GatePolicy {
         guard shared != nil, instances > 1 else { return policy }
         switch policy {
@@ -47,10 +48,12 @@ public struct PluginStore: Sendable {
             return .throttle(
                 try ThrottleOptions(
                     interval: options.interval * instances, leading: options.leading, trailing: options.trailing,
-                    delivers: options.delivers))
+                    delivers: options.delivers, whenFull: options.whenFull))
         case .rateLimit(let options):
             let limit = max(1, options.limit / instances)
-            return .rateLimit(try RateLimitOptions(count: max(1, options.count / instances), per: options.period, burst: limit - 1))
+            return .rateLimit(
+                try RateLimitOptions(
+                    count: max(1, options.count / instances), per: options.period, burst: limit - 1, whenFull: options.whenFull))
         default:
             return policy
         }

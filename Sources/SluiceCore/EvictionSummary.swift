@@ -44,6 +44,9 @@ public struct EvictionSummary: Sendable {
     public private(set) var refusals = 0
     /// When the filter was last purged.
     var lastPurge: Instant?
+    /// The latest instant the table was called with: its clock never goes back (see
+    /// ``monotonic(_:)``).
+    public var latestNow = Instant(nanoseconds: .min)
 
     /// A summary that remembers nothing.
     public init() {
@@ -56,6 +59,16 @@ public struct EvictionSummary: Sendable {
         filter = options.whenFull == .remember
             ? try RestrictionFilter(bytes: bytes, horizon: Swift.max(options.restrictionHorizon, .nanoseconds(1)))
             : RestrictionFilter()
+    }
+
+    /// `now`, or the latest instant seen if that is later. A table shared by loops (a plugin's
+    /// limit chain) is called with each loop's clock, and one loop may read its clock a little
+    /// before another; the table decides on one clock that never goes back, so the filter
+    /// (which requires one) never drops a restriction that ends between the two readings.
+    @inlinable
+    public mutating func monotonic(_ now: Instant) -> Instant {
+        if now > latestNow { latestNow = now }
+        return latestNow
     }
 
     /// Whether the summary remembers evicted keys.
@@ -91,13 +104,14 @@ public struct EvictionSummary: Sendable {
         refusals &+= 1
     }
 
-    /// Clears expired entries, at a pace of one pass over the filter per horizon.
+    /// Clears expired entries, at a pace of one pass over the filter per two horizons (the
+    /// filter needs one per four; see ``RestrictionFilter``).
     public mutating func purge(now: Instant) {
         guard isRemembering else { return }
         let elapsed = lastPurge.map { now.nanoseconds &- $0.nanoseconds } ?? 0
         lastPurge = now
         let horizon = Swift.max(1, filter.horizon.nanosecondsClamped)
-        let share = Double(Swift.max(0, elapsed)) / Double(horizon)
+        let share = Double(Swift.max(0, elapsed)) / Double(horizon) / 2
         let buckets = share >= 1 ? filter.bucketCount : Int(share * Double(filter.bucketCount)) + 1
         filter.purge(now: now, maxBuckets: buckets)
     }
@@ -123,10 +137,10 @@ extension MemoryBudget {
             let summary = bytes / 8 * 7
             return (MemoryBudget(entries: entries, bytes: bytes - summary, extraBytesPerKey: extraBytesPerKey), summary)
         }
-        // An entry budget: the table keeps its entries, and the summary remembers eight keys
-        // (32 bytes) for each.
+        // An entry budget: the table keeps its entries, and the summary remembers 64 keys
+        // (256 bytes) for each.
         let entries = entries ?? 1
-        let (summary, overflow) = entries.multipliedReportingOverflow(by: 32)
+        let (summary, overflow) = entries.multipliedReportingOverflow(by: 256)
         return (self, overflow ? Int.max : Swift.max(16, summary))
     }
 }

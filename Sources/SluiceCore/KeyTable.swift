@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Per-key state a ``KeyTable`` can hold and expire.
 public protocol KeyedState {
     /// True when the state no longer matters at `now`: dropping it (or replacing it with a fresh
@@ -62,8 +58,8 @@ public struct KeyTableStats: Hashable, Sendable {
     public var summaryRefusals: Int = 0
     /// How full the summary is, from 0 to 1 (see ``RestrictionFilter/fill``).
     public var summaryFill: Double = 0
-    /// Restrictions the summary could not store, each making it refuse every key it does not
-    /// hold until that restriction ends (see ``RestrictionFilter/overflowUntil``).
+    /// Restrictions the summary could not store, each marking a bucket of it that answers for
+    /// every key mapping to it until that restriction ends (see ``RestrictionFilter/overflows``).
     public var summaryOverflows: Int = 0
 
     public init() {}
@@ -264,26 +260,18 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         self.indexByteCount = Self.indexBytes(capacity: capacity)
         entries = []
         entries.reserveCapacity(capacity)
-        entries.withUnsafeMutableBufferPointer { Self.adviseHugePages($0.baseAddress, bytes: capacity * MemoryLayout<Entry>.stride) }
+        // A decision on a table of a million keys misses the TLB less on huge pages (measured: a
+        // bare throttle decision, 316 to 274 ns).
+        entries.withUnsafeMutableBufferPointer { LargeArrays.adviseHugePages($0.baseAddress, bytes: capacity * MemoryLayout<Entry>.stride) }
         let slotCount = Self.slotCount(for: capacity)
         slots = ContiguousArray(unsafeUninitializedCapacity: slotCount) { buffer, count in
-            Self.adviseHugePages(buffer.baseAddress, bytes: slotCount * 4)
-            buffer.initialize(repeating: 0)
+            LargeArrays.adviseHugePages(buffer.baseAddress, bytes: slotCount * 4)
+            LargeArrays.zero(buffer)
             count = slotCount
         }
         mask = slotCount - 1
         hand = 0
         sweepCursor = 0
-    }
-
-    static func adviseHugePages<T>(_ pointer: UnsafeMutablePointer<T>?, bytes: Int) {
-        #if canImport(Glibc)
-        guard let pointer, bytes >= 4 << 20 else { return }
-        let start = (UInt(bitPattern: pointer) + (2 << 20) - 1) & ~UInt((2 << 20) - 1)
-        let end = (UInt(bitPattern: pointer) + UInt(bytes)) & ~UInt((2 << 20) - 1)
-        guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
-        _ = madvise(address, Int(end - start), MADV_HUGEPAGE)
-        #endif
     }
 
     /// A table sized by a memory budget.
@@ -663,7 +651,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return bytesUsed + bytes <= byteLimit
     }
 
-    /// Examines up to `maxEntries` entries, continuing where the last sweep stopped, and drops the
+    /// Examines up to `maxEntries` entries (each at most once), continuing where the last sweep stopped, and drops the
     /// idle ones. Call it from the loop (e.g. a few hundred entries per iteration) to reclaim memory
     /// from keys that are never seen again.
     ///
@@ -675,8 +663,11 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         var removed = 0
         // The cursor moves down the storage: removing an entry moves the last one into its place,
         // and that one lies above the cursor (examined already, or inserted since), so each step
-        // examines an entry not seen yet in this pass.
-        while examined < maxEntries, !entries.isEmpty {
+        // examines an entry not seen yet in this pass. A sweep of the whole table starts at the
+        // top and examines each entry once (twice would find it as it was).
+        if maxEntries >= entries.count { sweepCursor = entries.count }
+        let limit = Swift.min(maxEntries, entries.count)
+        while examined < limit, !entries.isEmpty {
             if sweepCursor <= 0 || sweepCursor > entries.count { sweepCursor = entries.count }
             sweepCursor -= 1
             if entries[sweepCursor].value.isIdle(at: now) {

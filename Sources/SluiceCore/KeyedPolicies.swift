@@ -52,7 +52,8 @@ public typealias DebounceTable<Key: Hashable> = TimedTable<Key, DebounceState>
 
 /// The states of a timed policy (``ThrottleTable``, ``DebounceTable``) for many keys in a budgeted
 /// ``KeyTable``; when it is full of live keys it does what the options' ``KeyedTableOptions/whenFull``
-/// says (see ``WhenTableFull``).
+/// says (see ``WhenTableFull``). Its clock never goes back: an instant earlier than one it was
+/// called with counts as that one (see ``EvictionSummary/monotonic(_:)``).
 public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTable {
     /// The options every key uses.
     public let options: State.Options
@@ -76,6 +77,7 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     ///   leaves.
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
+        let now = summary.monotonic(now)
         let slot = try table.lookup(key, now: now, orInsert: State())
         var restored = false
         if slot.isNew {
@@ -109,6 +111,7 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     /// Delivers the timer requested for `key`.
     @inlinable
     public mutating func fire(key: Key, now: Instant) -> FireDecision {
+        let now = summary.monotonic(now)
         guard let index = table.index(of: key) else { return .none }
         return table[index].fire(now: now, options: options)
     }
@@ -117,7 +120,9 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
 
 /// GCRA state for many keys in a budgeted ``KeyTable``; when it is full of live keys it does
 /// what ``RateLimitOptions/whenFull`` says (by default it remembers the keys it evicts, so an
-/// evicted key does not start again with its full burst; see ``WhenTableFull``).
+/// evicted key does not start again with its full burst; see ``WhenTableFull``). Its clock never
+/// goes back: an instant earlier than one it was called with counts as that one (see
+/// ``EvictionSummary/monotonic(_:)``).
 public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     /// The options every key uses.
     public let options: RateLimitOptions
@@ -141,6 +146,7 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     ///   leaves.
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
+        let now = summary.monotonic(now)
         let index = try entry(key, now: now)
         let decision = table[index.index].check(now: now, options: options, quantity: quantity)
         if index.restored, !decision.allowed { summary.countRefusal() }
@@ -151,6 +157,7 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     /// ``RateLimitState/admit(now:options:)``).
     @inlinable
     public mutating func admit(key: Key, now: Instant) throws(SluiceError) -> Duration? {
+        let now = summary.monotonic(now)
         let index = try entry(key, now: now)
         let refusal = table[index.index].admit(now: now, options: options)
         if index.restored, refusal != nil { summary.countRefusal() }
@@ -174,13 +181,14 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     public func peekState(of key: Key, now: Instant) -> RateLimitState {
         if let index = table.index(of: key) { return table[index] }
         var summary = self.summary
-        return summary.restore(key, now: now) ?? RateLimitState()
+        return summary.restore(key, now: summary.monotonic(now)) ?? RateLimitState()
     }
 
     /// Gives back `quantity` events a check of `key` allowed and that were then not used (see
     /// ``RateLimitState/refund(quantity:now:options:)``).
     @inlinable
     public mutating func refund(key: Key, quantity: Int, now: Instant) {
+        let now = summary.monotonic(now)
         guard let index = table.index(of: key) else { return }
         table[index].refund(quantity: quantity, now: now, options: options)
     }
@@ -205,6 +213,7 @@ extension SummarizedTable {
     @inlinable
     @discardableResult
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
+        let now = summary.monotonic(now)
         summary.purge(now: now)
         return table.sweep(now: now, maxEntries: maxEntries)
     }
@@ -214,6 +223,7 @@ extension SummarizedTable {
     @inlinable
     @discardableResult
     public mutating func sweepKeepingUp(now: Instant, minimumEntries: Int) -> Int {
+        let now = summary.monotonic(now)
         summary.purge(now: now)
         return table.sweepKeepingUp(now: now, minimumEntries: minimumEntries)
     }

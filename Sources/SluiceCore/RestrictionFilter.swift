@@ -13,8 +13,10 @@
 /// filter never answers `nil` and never answers an instant earlier than that `until`. It may
 /// answer later than the real `until` (by at most one tick, about `horizon / 256`), and it may
 /// answer for a key it never saw (a false positive, about `8 × fill / 1,048,575` per query, a
-/// few in a million; see ``fill``). When it cannot store an entry at all it says so for every key
-/// (see ``overflowUntil``). The guarantee holds while the caller keeps two promises:
+/// few in a million; see ``fill``). When it cannot store an entry at all (the two buckets of every
+/// entry it would move are full), it marks one of that entry's buckets: the bucket answers for
+/// every key that maps to it until the latest restriction it lost ends (see ``overflows``). The
+/// guarantee holds while the caller keeps two promises:
 ///
 /// - `now` never decreases from one call to the next (a monotonic clock). An earlier `now` is
 ///   treated as the latest one seen.
@@ -65,8 +67,10 @@ public struct RestrictionFilter: Sendable {
     static let tickBits: UInt32 = 12
     /// The tick field's mask (ticks are stored modulo 4096).
     static let tickMask: UInt32 = (1 << tickBits) - 1
-    /// Fingerprints are in `1 ... fingerprintMax` (20 bits, never 0).
+    /// Keys' fingerprints are in `1 ..< fingerprintMax` (20 bits, never 0).
     static let fingerprintMax: UInt64 = (1 << 20) - 1
+    /// The fingerprint of a bucket's overflow marker, which matches every key (see ``overflows``).
+    static let markerFingerprint = UInt32(fingerprintMax)
     /// Ticks per horizon (the span is `⌈horizon / 256⌉`).
     static let ticksPerHorizon: Int64 = 256
     /// The largest distance, in ticks, from `now` to a stored until that still reads as live.
@@ -76,12 +80,13 @@ public struct RestrictionFilter: Sendable {
     /// An expired entry escapes purging for at most 2 × (this + 257) ticks, which must stay below
     /// 4096 − 258 = 3,838 (the ticks after which an expired entry would read as live again).
     static let passDeadlineTicks: Int64 = 1024
-    /// Cuckoo kicks tried before an insertion gives up (see ``overflowUntil``).
+    /// Cuckoo kicks tried before an insertion gives up (see ``overflows``).
     static let maxKicks = 500
 
     // MARK: State
 
-    /// `bucketCount × 4` entries; bucket `b` is `entries[4b ..< 4b + 4]`.
+    /// `bucketCount × 4` entries; bucket `b` is `entries[4b ..< 4b + 4]`. Empty until the first
+    /// ``remember(hash:until:now:)``: a table that never evicts a live key never pays for it.
     private var entries: ContiguousArray<UInt32>
     /// The tick length in nanoseconds (≥ 1).
     private let span: Int64
@@ -105,17 +110,17 @@ public struct RestrictionFilter: Sendable {
     /// entry is written into an empty slot; falls when a purge clears one.
     public private(set) var occupied = 0
 
-    /// How many entries could not be stored (after 500 cuckoo kicks) and were folded
-    /// into ``overflowUntil`` instead. Above zero, the filter is too small for its load.
-    public private(set) var overflows = 0
-
-    /// The latest until of an entry the filter could not store, or `nil` if it never overflowed.
+    /// How many entries could not be stored (after 500 cuckoo kicks). Above zero, the filter is
+    /// too small for its load.
     ///
-    /// While it is after `now`, ``restrictedUntil(hash:now:)`` answers at least this for every
-    /// key: a filter that lost an entry cannot tell whose it was, so it refuses everyone until the
-    /// lost restriction is over. This is the safe side of the one-sided error; ``overflows``
-    /// counts how often it happened.
-    public private(set) var overflowUntil: Instant?
+    /// An entry that cannot be stored is not dropped: one of its key's two buckets gets a
+    /// *marker*, an entry whose fingerprint matches every key, until the latest until lost there
+    /// (the entry in hand's and, when the marker takes the place of another entry, that one's,
+    /// whose key maps to the same bucket). Until then the bucket answers for every key that maps
+    /// to it: about 2 in ``bucketCount`` keys per marked bucket, so a filter over its load refuses
+    /// more never-seen keys as more buckets are marked, rather than all of them at once. This is
+    /// the safe side of the one-sided error.
+    public private(set) var overflows = 0
 
     // MARK: Init
 
@@ -144,7 +149,7 @@ public struct RestrictionFilter: Sendable {
         self.span = max(1, span)
         self.horizon = horizon
         self.bucketCount = bytes / 16
-        self.entries = ContiguousArray(repeating: 0, count: bucketCount * Self.bucketSize)
+        self.entries = []
         self.random = SplitMix64(seed: 0x5EED_F117_E12C_0C00)
     }
 
@@ -169,7 +174,7 @@ public struct RestrictionFilter: Sendable {
     /// ``occupied`` / ``capacity``, from 0 to 1.
     ///
     /// The false-positive rate grows with it (about `8 × fill / 1,048,575` per query), and
-    /// inserts start to overflow (see ``overflowUntil``) at about 0.96 (keep it under 0.9). Entries that expired but
+    /// inserts start to overflow (see ``overflows``) at about 0.96 (keep it under 0.9). Entries that expired but
     /// were not purged yet count: purge regularly for a faithful gauge.
     public var fill: Double { capacity == 0 ? 0 : Double(occupied) / Double(capacity) }
 
@@ -183,7 +188,8 @@ public struct RestrictionFilter: Sendable {
     /// If the filter already holds an entry for this key (or for another key with the same
     /// fingerprint and buckets, which it cannot tell apart), the later until of the two is kept.
     /// Does nothing when `until ≤ now`. When the entry cannot be placed even after cuckoo kicks,
-    /// the entry left over (this one or one it displaced) is folded into ``overflowUntil``.
+    /// one of the buckets of the entry left over (this one or one it displaced) is marked (see
+    /// ``overflows``).
     ///
     /// - Parameters:
     ///   - hash: A 64-bit hash of the key, the same one later passed to
@@ -195,6 +201,13 @@ public struct RestrictionFilter: Sendable {
     ///   - now: The current instant; never earlier than the `now` of a previous call.
     public mutating func remember(hash: UInt64, until: Instant, now: Instant) {
         guard bucketCount > 0 else { return }
+        if entries.isEmpty {
+            let count = bucketCount * Self.bucketSize
+            entries = ContiguousArray(unsafeUninitializedCapacity: count) { buffer, initialized in
+                LargeArrays.zero(buffer)
+                initialized = count
+            }
+        }
         let nowTick = advance(to: now)
         guard until > now else { return }
         let untilTick = Self.ceilDivide(until.nanoseconds, span)
@@ -214,25 +227,45 @@ public struct RestrictionFilter: Sendable {
         var inHand = entry
         var bucket = random.next() & 1 == 0 ? first : second
         for _ in 0..<Self.maxKicks {
-            let slot = bucket * Self.bucketSize + Int(random.next() % UInt64(Self.bucketSize))
+            var slot = bucket * Self.bucketSize + Int(random.next() % UInt64(Self.bucketSize))
+            // A marker belongs to its bucket: it never moves (a bucket holds at most one).
+            if entries[slot] >> Self.tickBits == Self.markerFingerprint {
+                slot = bucket * Self.bucketSize + (slot - bucket * Self.bucketSize + 1) % Self.bucketSize
+            }
             swap(&inHand, &entries[slot])
             bucket = alternate(bucket, fingerprint: inHand >> Self.tickBits)
             // An entry with the same fingerprint in the other bucket has the same two buckets
             // (the alternate depends only on the bucket and the fingerprint): merging is exact.
             if merge(inHand, into: bucket, nowTick: nowTick) || place(inHand, into: bucket, nowTick: nowTick) { return }
         }
-        // Every entry moved was live, so the one in hand is too: keep its until for everyone.
+        // Every entry moved was live, so the one in hand is too, and `bucket`, one of its two
+        // buckets, holds four live entries: mark it (see `overflows`).
         overflows += 1
-        let lost = Instant(nanoseconds: untilNanoseconds(nowTick: nowTick, distance: liveDistance(inHand, nowTick: nowTick)))
-        if let previous = overflowUntil, previous >= lost { return }
-        overflowUntil = lost
+        mark(bucket, covering: inHand, nowTick: nowTick)
+    }
+
+    /// Gives `bucket` a marker that lasts at least as long as `lost` (an entry whose key maps to
+    /// `bucket`) and as the entry it replaces, if any: or extends the bucket's marker.
+    private mutating func mark(_ bucket: Int, covering lost: UInt32, nowTick: Int64) {
+        var distance = liveDistance(lost, nowTick: nowTick)
+        let base = bucket * Self.bucketSize
+        var slot = base
+        for candidate in base..<base + Self.bucketSize where entries[candidate] >> Self.tickBits == Self.markerFingerprint {
+            slot = candidate
+        }
+        // The marker (extended) or the first entry (replaced, its key covered by the marker).
+        let replaced = entries[slot]
+        distance = max(distance, liveDistance(replaced, nowTick: nowTick))
+        if replaced == 0 { occupied += 1 }
+        let tick = UInt32(truncatingIfNeeded: nowTick &+ distance) & Self.tickMask
+        entries[slot] = Self.markerFingerprint << Self.tickBits | tick
     }
 
     /// The instant until which the key with hash `hash` is restricted, as far as the filter
     /// knows, or `nil` if it remembers nothing for it.
     ///
     /// Never `nil` and never earlier than the real until for a key remembered with an until after
-    /// `now`; it may be later (by up to a tick, or up to ``overflowUntil`` after an overflow), and
+    /// `now`; it may be later (by up to a tick, or up to a marker's until after an overflow), and
     /// it may be non-`nil` for a key never remembered (a false positive). An answer is always
     /// after `now`.
     ///
@@ -243,24 +276,19 @@ public struct RestrictionFilter: Sendable {
     ///   - hash: The key's 64-bit hash, as passed to ``remember(hash:until:now:)``.
     ///   - now: The current instant; never earlier than the `now` of a previous mutating call.
     public func restrictedUntil(hash: UInt64, now: Instant) -> Instant? {
-        guard bucketCount > 0 else { return nil }
-        var answer: Int64?
-        if let overflowUntil, overflowUntil > now { answer = overflowUntil.nanoseconds }
-        guard let lastTick else { return answer.map(Instant.init(nanoseconds:)) }
+        guard !entries.isEmpty else { return nil }
+        guard let lastTick else { return nil }
         let nowTick = max(Self.floorDivide(now.nanoseconds, span), lastTick)
         let (sinceLast, overflow) = nowTick.subtractingReportingOverflow(lastTick)
         // At least `maxLiveTicks` since the last mutating call: every entry has expired (and an
         // entry left unpurged for that long might read as live again, so none is read).
-        guard !overflow, sinceLast < Self.maxLiveTicks else { return answer.map(Instant.init(nanoseconds:)) }
+        guard !overflow, sinceLast < Self.maxLiveTicks else { return nil }
         let (fingerprint, first) = locate(hash)
         let second = alternate(first, fingerprint: fingerprint)
         var distance = longestMatch(fingerprint, in: first, nowTick: nowTick)
         if second != first { distance = max(distance, longestMatch(fingerprint, in: second, nowTick: nowTick)) }
-        if distance > 0 {
-            let until = untilNanoseconds(nowTick: nowTick, distance: distance)
-            answer = max(answer ?? until, until)
-        }
-        return answer.map(Instant.init(nanoseconds:))
+        guard distance > 0 else { return nil }
+        return Instant(nanoseconds: untilNanoseconds(nowTick: nowTick, distance: distance))
     }
 
     /// Clears expired entries from up to `maxBuckets` buckets, continuing from where the previous
@@ -278,7 +306,7 @@ public struct RestrictionFilter: Sendable {
     /// - Returns: The number of entries cleared, including any cleared by a catch-up.
     @discardableResult
     public mutating func purge(now: Instant, maxBuckets: Int) -> Int {
-        guard bucketCount > 0 else { return 0 }
+        guard !entries.isEmpty else { return 0 }
         let before = occupied
         let nowTick = advance(to: now)
         var budget = min(maxBuckets, bucketCount)
@@ -420,13 +448,14 @@ public struct RestrictionFilter: Sendable {
         return false
     }
 
-    /// The largest live distance among `bucket`'s entries with `fingerprint`, or 0.
+    /// The largest live distance among `bucket`'s entries with `fingerprint` and its marker, or 0.
     private func longestMatch(_ fingerprint: UInt32, in bucket: Int, nowTick: Int64) -> Int64 {
         let base = bucket * Self.bucketSize
         var longest: Int64 = 0
         for slot in base..<base + Self.bucketSize {
             let stored = entries[slot]
-            if stored >> Self.tickBits == fingerprint {
+            let storedFingerprint = stored >> Self.tickBits
+            if storedFingerprint == fingerprint || storedFingerprint == Self.markerFingerprint {
                 longest = max(longest, liveDistance(stored, nowTick: nowTick))
             }
         }
@@ -443,11 +472,11 @@ public struct RestrictionFilter: Sendable {
         return z ^ (z >> 31)
     }
 
-    /// The key's fingerprint (20 bits, never 0, from the mixed hash's high bits) and first
+    /// The key's fingerprint (20 bits, never 0 nor the marker's, from the mixed hash's high bits) and first
     /// bucket (the low 44 bits modulo ``bucketCount``).
     func locate(_ hash: UInt64) -> (fingerprint: UInt32, bucket: Int) {
         let mixed = Self.mix(hash)
-        let fingerprint = UInt32(truncatingIfNeeded: (mixed >> 44) % Self.fingerprintMax + 1)
+        let fingerprint = UInt32(truncatingIfNeeded: (mixed >> 44) % (Self.fingerprintMax - 1) + 1)
         let bucket = Int(truncatingIfNeeded: (mixed & 0xFFF_FFFF_FFFF) % UInt64(bucketCount))
         return (fingerprint, bucket)
     }

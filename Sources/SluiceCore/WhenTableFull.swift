@@ -12,8 +12,17 @@
 ///
 /// With ``remember`` the table gives seven eighths of its byte budget to the summary
 /// (a ``RestrictionFilter`` of 4 bytes per remembered key) and keeps an eighth for exact
-/// states: a key costs the exact table about 48 bytes, so the summary remembers about 90 keys
-/// for each one the exact table would have held in its place.
+/// states: a key costs the exact table about 40 bytes, so the summary remembers about 70 keys
+/// for each one the exact table would have held in its place (a table with an entry budget and
+/// no byte budget keeps its entries and gets a summary of 64 keys per entry).
+///
+/// Size a remembering table for the keys that can be restricted at once: those that arrive
+/// within one window (a throttle's interval, a rate limit's burst window). A summary asked to
+/// remember more than about 96 % of its capacity overflows: each restriction it cannot store
+/// marks one of its buckets, which then refuses every key that maps to it until that
+/// restriction ends (about 2 keys in `bucketCount` per marked bucket). Under a flood larger than
+/// the summary, new keys are refused more and more, never let through; the counters
+/// `summaryOverflows` and `sluice_summary_overflows_total` show it.
 public enum WhenTableFull: String, Hashable, Sendable, CaseIterable {
     /// Evict a live key and forget it (the button-tap throttle's choice: a lost tap is harmless,
     /// a refused one is not).

@@ -96,11 +96,14 @@ public struct NaiveClockTable<Key: Hashable, Value: KeyedState & Equatable> {
         if let i = entries.firstIndex(where: { $0.key == key }) { entries[i].visited = true }
     }
 
-    /// The sweep: examines up to `maxEntries` entries from the cursor, dropping idle ones.
+    /// The sweep: examines up to `maxEntries` entries from the cursor, dropping idle ones; one of
+    /// the whole table examines each entry once, from the top.
     public mutating func sweep(now: Instant, maxEntries: Int) -> Int {
         var examined = 0
         var removed = 0
-        while examined < maxEntries, !entries.isEmpty {
+        if maxEntries >= entries.count { sweepCursor = entries.count }
+        let limit = Swift.min(maxEntries, entries.count)
+        while examined < limit, !entries.isEmpty {
             if sweepCursor <= 0 || sweepCursor > entries.count { sweepCursor = entries.count }
             sweepCursor -= 1
             if entries[sweepCursor].value.isIdle(at: now) {

@@ -47,16 +47,16 @@ struct Expiring: KeyedState, Hashable, Sendable {
     /// A flood of keys seen once never evicts a key that comes back between them, and the flood's
     /// own keys are evicted in turn.
     @Test func aKeyThatComesBackOutlivesAFloodOfUniqueKeys() throws {
-        var table = try KeyTable<Int, Expiring>(capacity: 1_000, whenFull: .evict)
-        let regular = Array(0..<100)
+        var table = try KeyTable<Int, Expiring>(capacity: 250, whenFull: .evict)
+        let regular = Array(0..<25)
         for key in regular { _ = try table.lookup(key, now: .zero, orInsert: Expiring(value: key)) }
         var evicted: [Int] = []
-        for key in 1_000..<21_000 {
+        for key in 1_000..<6_000 {
             evicted += try table.lookup(key, now: .zero, orInsert: Expiring(value: key)).evicted.map(\.key)
-            // Each regular key comes back once every 500 new keys (half the table's capacity).
-            if key % 5 == 0 { _ = try table.lookup(regular[(key / 5) % 100], now: .zero, orInsert: Expiring(value: -1)) }
+            // Each regular key comes back once every 125 new keys (half the table's capacity).
+            if key % 5 == 0 { _ = try table.lookup(regular[(key / 5) % 25], now: .zero, orInsert: Expiring(value: -1)) }
         }
-        #expect(evicted.count == 20_000 - (1_000 - 100))
+        #expect(evicted.count == 5_000 - (250 - 25))
         #expect(regular.allSatisfy { table.index(of: $0) != nil })
         #expect(table.stats.evicted == evicted.count)
     }

@@ -15,7 +15,7 @@ import Testing
         // (key, gap in ms, quantity)
         let steps = zip(Gen.int(in: 0...499), Gen.int(in: 0...40), Gen.int(in: 1...2)).array(of: 200...600)
         let wrong = Tally()
-        await propertyCheck(count: 200, input: Gen.int(in: 1...5), Gen.int(in: 0...3), steps) { count, burst, steps in
+        await propertyCheck(count: 50, input: Gen.int(in: 1...5), Gen.int(in: 0...3), steps) { count, burst, steps in
             let options = try RateLimitOptions(count: count, per: .seconds(2), burst: burst)
             // About 20 exact keys; the summary takes the rest of the budget.
             var table = try RateLimitTable<Int>(options: options, budget: .bytes(8 << 10))
@@ -39,7 +39,7 @@ import Testing
             }
             wrong.evict(table.stats.evicted)
         }
-        #expect(wrong.evictions > 1_000)
+        #expect(wrong.evictions > 250)
         print("remembering rate table: \(wrong.refusals) of \(wrong.decisions) decisions refused where the exact limiter admits")
     }
 
@@ -47,7 +47,7 @@ import Testing
         // (key, gap in ms)
         let steps = zip(Gen.int(in: 0...499), Gen.int(in: 0...40)).array(of: 200...600)
         let wrong = Tally()
-        await propertyCheck(count: 200, input: Gen.int(in: 50...3_000), steps) { interval, steps in
+        await propertyCheck(count: 50, input: Gen.int(in: 50...3_000), steps) { interval, steps in
             let options = try ThrottleOptions(interval: .milliseconds(interval), whenFull: .remember)
             var table = try ThrottleTable<Int>(options: options, budget: .bytes(8 << 10))
             var exact: [Int: ThrottleState] = [:]
@@ -69,47 +69,114 @@ import Testing
             }
             wrong.evict(table.stats.evicted)
         }
-        #expect(wrong.evictions > 1_000)
+        #expect(wrong.evictions > 250)
         print("remembering throttle table: \(wrong.refusals) of \(wrong.decisions) decisions dropped where the exact throttle runs")
     }
 
-    /// The flood of the acceptance, in miniature: a key limited before a flood of unique
-    /// keys is still limited after it; with the table that forgets, it passes again.
-    @Test func aLimitedKeyStaysLimitedThroughAFloodOnlyWhenRemembered() throws {
+    /// A key limited before a flood of unique keys is still limited after it; with the table that
+    /// forgets, it passes again; with the one that refuses, the flood's keys are refused.
+    @Test func aLimitedKeyStaysLimitedThroughAFloodOnlyWhenRemembered() async throws {
         for whenFull in WhenTableFull.allCases {
             let options = try RateLimitOptions(count: 1, per: .seconds(60), burst: 0, whenFull: whenFull)
-            var table = try RateLimitTable<String>(options: options, budget: .bytes(1 << 20))
+            var table = try RateLimitTable<String>(options: options, budget: .bytes(48 << 10))
             var now = Instant.zero
             #expect(try table.check(key: "victim", now: now).allowed)
             #expect(try !table.check(key: "victim", now: now).allowed)
             var refusedFresh = 0
             var busy = 0
-            for n in 0..<200_000 {
+            for n in 0..<8_000 {
                 now = Instant(nanoseconds: Int64(n) * 100_000)  // 10,000 keys a second
                 do {
                     if try !table.check(key: "flood:\(n)", now: now).allowed { refusedFresh += 1 }
                 } catch {
                     busy += 1
                 }
-                if n % 1_000 == 0 { table.sweepKeepingUp(now: now, minimumEntries: 64) }
+                if n % 250 == 0 {
+                    table.sweepKeepingUp(now: now, minimumEntries: 64)
+                    await Task.yield()  // long and synchronous: let other tests run
+                }
             }
             let victimAllowed = try table.check(key: "victim", now: now).allowed
             switch whenFull {
             case .remember:
                 #expect(!victimAllowed)
-                #expect(refusedFresh <= 200)  // 0.1 %
+                #expect(refusedFresh <= 8)  // 0.1 %
                 #expect(busy == 0)
                 #expect(table.stats.summaryOverflows == 0)
-                print("remember: \(refusedFresh) of 200,000 fresh keys refused, summary fill \(table.stats.summaryFill)")
+                print("remember: \(refusedFresh) of 8,000 fresh keys refused, summary fill \(table.stats.summaryFill)")
             case .forget:
                 #expect(victimAllowed)
                 #expect(refusedFresh == 0)
             case .refuse:
                 #expect(!victimAllowed)
                 // Every new key the table had no room for (the victim holds one entry).
-                #expect(busy == 200_000 - (table.table.capacity - 1))
+                #expect(busy == 8_000 - (table.table.capacity - 1))
             }
         }
+    }
+}
+
+extension RememberingTablePropertyTests {
+    /// A long key evicts several live short keys at once: each is remembered.
+    @Test func everyKeyALongKeyEvictsIsRemembered() throws {
+        let options = try RateLimitOptions(count: 1, per: .seconds(60), burst: 0)
+        var table = try RateLimitTable<String>(options: options, budget: .bytes(8 << 10))
+        let now = Instant.zero
+        var n = 0
+        while table.table.count < table.table.capacity {
+            #expect(try table.check(key: "s\(n)", now: now).allowed)
+            n += 1
+        }
+        let long = "L" + String(repeating: "x", count: 600)
+        #expect(try table.check(key: long, now: now).allowed)
+        let gone = (0..<n).filter { table.table.index(of: "s\($0)") == nil }
+        #expect(gone.count >= 2)
+        for key in gone {
+            #expect(try !table.check(key: "s\(key)", now: now + .seconds(1)).allowed, "s\(key) was evicted and forgotten")
+        }
+    }
+
+    /// A table shared by loops is called with clocks a little apart (a plugin's limit chain): a
+    /// restriction that ends between an earlier and a later reading is not lost, because the
+    /// table decides on one clock that never goes back.
+    @Test func aSlightlyEarlierNowLosesNoRestriction() throws {
+        // E = 256 ms, tolerance 256 ms: horizon 512 ms, ticks of 2 ms.
+        let options = try RateLimitOptions(count: 1, per: .milliseconds(256), burst: 0)
+        var table = try RateLimitTable<String>(options: options, budget: .entries(1))
+        let ms: (Int64) -> Instant = { Instant(nanoseconds: $0 * 1_000_000) }
+        #expect(try table.check(key: "x", now: ms(743)).allowed)  // x's arrival time: 999 ms
+        table.sweepKeepingUp(now: ms(1_000), minimumEntries: 0)  // one loop's sweep at 1,000 ms
+        #expect(try table.check(key: "a", now: ms(998)).allowed)  // another's request at 998 ms
+        // Decided at 1,000 ms, the table's clock: x's restriction ended at 999 ms.
+        #expect(try table.check(key: "x", now: ms(998)).allowed)  // x's arrival time: 1,256 ms
+        // A request read at 995 ms evicts x while its restriction runs: x stays refused.
+        #expect(try table.check(key: "b", now: ms(995)).allowed)
+        #expect(try !table.check(key: "x", now: ms(996)).allowed)
+        #expect(table.stats.summaryRestored > 0)
+    }
+
+    /// Under more new keys than the summary holds, the table refuses some new keys, never lets
+    /// a restricted one through, and (each overflow marking one bucket of the summary) does not
+    /// refuse them all at once.
+    @Test(arguments: [MemoryBudget.entries(40), .bytes(32 << 10)])
+    func aSummaryOverItsCapacityRefusesSomeNewKeysNotAll(budget: MemoryBudget) async throws {
+        let options = try RateLimitOptions(count: 1, per: .seconds(60), burst: 0)
+        var table = try RateLimitTable<String>(options: options, budget: budget)
+        // 10 % more keys than the summary and the table hold, one new key a millisecond, all
+        // within one window: the exact limiter admits every one.
+        let count = (table.summary.filter.capacity + table.table.capacity) * 11 / 10
+        var refused = 0
+        for n in 0..<count {
+            let now = Instant(nanoseconds: Int64(n) * 1_000_000)
+            if try !table.check(key: "user:\(n)", now: now).allowed { refused += 1 }
+            if n % 100 == 0 {
+                table.sweepKeepingUp(now: now, minimumEntries: 64)
+                await Task.yield()  // long and synchronous: let other tests run
+            }
+        }
+        print("\(budget): \(refused) of \(count) new keys refused, \(table.stats.summaryOverflows) overflows")
+        #expect(table.stats.summaryOverflows > 0)
+        #expect(refused > 0 && refused < count / 4)
     }
 }
 

@@ -28,7 +28,7 @@ import Testing
         #expect(smallest.resolution == .nanoseconds(1))
         let odd = try RestrictionFilter(bytes: 100, horizon: .seconds(1))
         #expect(odd.bucketCount == 6 && odd.capacity == 24 && odd.byteCount == 96)
-        #expect(odd.fill == 0 && odd.overflows == 0 && odd.overflowUntil == nil)
+        #expect(odd.fill == 0 && odd.overflows == 0)
         // ⌈1 s / 256⌉ = 3,906,250 ns exactly; ⌈1 ms / 256⌉ rounds up.
         #expect(odd.resolution == .nanoseconds(3_906_250))
         #expect(try RestrictionFilter(bytes: 16, horizon: .milliseconds(1)).resolution == .nanoseconds(3_907))
@@ -64,7 +64,7 @@ import Testing
         (horizon: Duration.milliseconds(7), bytes: 16 * 1_000),
         (horizon: Duration.seconds(256), bytes: 16 * 3),
     ])
-    func rememberedKeysAreNeverUnderstated(horizon: Duration, bytes: Int) throws {
+    func rememberedKeysAreNeverUnderstated(horizon: Duration, bytes: Int) async throws {
         var filter = try RestrictionFilter(bytes: bytes, horizon: horizon)
         let horizonNanoseconds = horizon.nanosecondsClamped
         var random = SplitMix64(seed: 0xF11E_0001 ^ UInt64(bytes))
@@ -77,10 +77,10 @@ import Testing
         var model: [UInt64: Int64] = [:]
         var now: Int64 = -5 * horizonNanoseconds  // the timeline may start before its origin
         var checked = 0
-        var checkedWithoutOverflow = 0  // answered by the key's own entry, not by `overflowUntil`
+        var checkedWithoutOverflow = 0  // answered before any bucket was marked
 
         func check() {
-            let overflowing = filter.overflowUntil.map { $0.nanoseconds > now } ?? false
+            let overflowing = filter.overflows > 0
             for (hash, until) in model where until > now {
                 let answer = filter.restrictedUntil(hash: hash, now: Instant(nanoseconds: now))
                 #expect(answer.map { $0.nanoseconds >= until } == true, "until \(until) now \(now)")
@@ -89,14 +89,14 @@ import Testing
             }
         }
 
-        for step in 0..<12_000 {
+        for step in 0..<3_000 {
             // Mostly small steps; sometimes a long silence, up to several thousand ticks.
             switch random.next() % 1_000 {
             case 0: now += horizonNanoseconds * Int64(1 + random.next() % 40)
             case 1..<50: now += Int64(random.next() % UInt64(horizonNanoseconds))
             default: now += Int64(random.next() % UInt64(max(1, horizonNanoseconds / 50)))
             }
-            let peak = (step / 1_000) % 4 == 3 ? 2 : 1  // a quarter of the time, over the capacity
+            let peak = (step / 250) % 4 == 3 ? 2 : 1  // a quarter of the time, over the capacity
             let mean = perStep * Double(peak)
             let count = Int(mean) + (Double(random.next() % 1_000) < 1_000 * (mean - mean.rounded(.down)) ? 1 : 0)
             for _ in 0..<count {
@@ -113,16 +113,20 @@ import Testing
             }
             if let answer { #expect(answer.nanoseconds > now) }
             // A purge that keeps up in the first third, lags in the second, is absent in the last.
-            if step < 4_000 {
+            if step < 1_000 {
                 if step % 4 == 0 { filter.purge(now: Instant(nanoseconds: now), maxBuckets: 8) }
-            } else if step < 8_000 {
+            } else if step < 2_000 {
                 if step % 97 == 0 { filter.purge(now: Instant(nanoseconds: now), maxBuckets: 1) }
             }
-            if step % 100 == 0 { check() }
+            if step % 100 == 0 {
+                check()
+                // Long and synchronous: give the other tests' tasks the thread now and then.
+                await Task.yield()
+            }
             #expect(filter.occupied >= 0 && filter.occupied <= filter.capacity)
         }
         check()
-        #expect(checkedWithoutOverflow > 100)
+        #expect(checkedWithoutOverflow > 10)
         print("RestrictionFilter property (\(horizon), \(filter.byteCount) B): \(checked) answers checked "
               + "(\(checkedWithoutOverflow) without an overflow), "
               + "\(filter.overflows) overflows, fill \(filter.fill)")
@@ -149,7 +153,7 @@ import Testing
         for hash in old { #expect(filter.restrictedUntil(hash: hash, now: Self.second(13)) == nil) }
         let new = (0..<4).map { _ in random.next() }
         for hash in new { filter.remember(hash: hash, until: Self.second(40), now: Self.second(13)) }
-        #expect(filter.overflows == 0 && filter.overflowUntil == nil)
+        #expect(filter.overflows == 0)
         #expect(filter.occupied == 4)
         for hash in new { #expect(filter.restrictedUntil(hash: hash, now: Self.second(39)) == Self.second(40)) }
         for hash in old { #expect(filter.restrictedUntil(hash: hash, now: Self.second(39)) == nil) }
@@ -272,9 +276,10 @@ import Testing
         #expect(filter.occupied == 0)
     }
 
-    /// A one-bucket filter given more live keys than it has entries stores what it can and
-    /// answers the latest until it lost for every key, remembered or not, until that passes.
-    @Test func overflowAnswersEveryKey() throws {
+    /// A one-bucket filter given more live keys than it has entries stores what it can and marks
+    /// its bucket: every key maps to it, so every key, remembered or not, is answered until the
+    /// latest until it lost passes.
+    @Test func anOverflowMarksTheBucket() throws {
         var filter = try RestrictionFilter(bytes: 16, horizon: Self.secondTicks)
         var random = SplitMix64(seed: 3)
         let keys = (0..<12).map { _ in random.next() }
@@ -283,15 +288,13 @@ import Testing
         }
         #expect(filter.overflows == 8)
         #expect(filter.occupied == 4 && filter.fill == 1)
-        let overflowUntil = try #require(filter.overflowUntil)
-        #expect(overflowUntil >= Self.second(50) && overflowUntil <= Self.second(61))
         for (n, hash) in keys.enumerated() {
             let answer = try #require(filter.restrictedUntil(hash: hash, now: Self.second(49)))
             #expect(answer >= Self.second(50 + Int64(n)))
         }
         for _ in 0..<1_000 {
             let answer = filter.restrictedUntil(hash: random.next(), now: Self.second(49))
-            #expect(answer.map { $0 >= overflowUntil } == true)
+            #expect(answer.map { $0 >= Self.second(50) && $0 <= Self.second(62) } == true)
         }
         // Once everything has passed, nothing is answered.
         #expect(filter.restrictedUntil(hash: keys[0], now: Self.second(62)) == nil)
@@ -325,7 +328,7 @@ import Testing
         var random = SplitMix64(seed: 0x0F_0F_0F)
         let now = Self.second(1_000)
         let keys = Self.fill(&filter, count: filter.capacity * 9 / 10, random: &random, now: now)
-        #expect(filter.overflows == 0 && filter.overflowUntil == nil)
+        #expect(filter.overflows == 0)
         #expect(abs(filter.fill - 0.9) < 0.001)
         for hash in keys { #expect(filter.restrictedUntil(hash: hash, now: now) != nil) }
         let rate = Self.falsePositiveRate(filter, queries: 200_000, random: &random, now: now)
@@ -333,37 +336,41 @@ import Testing
         #expect(rate < 0.001)
     }
 
-    /// The budget a limiter might give its filter: 786,432 bytes (49,152 buckets, 196,608
-    /// entries). 200,000 live keys are more than it has entries: it overflows, and from then on
-    /// answers every key (the safe side). At 90 % of its capacity it does not.
-    @Test func loadIntoThreeQuartersOfAMebibyte() throws {
+    /// A quarter of the budget a 1 MiB limiter gives its filter: 196,608 bytes (12,288 buckets,
+    /// 49,152 entries). 50,000 live keys are more than it has entries: it overflows, each overflow
+    /// marking a bucket, and answers every key it was given and the never-seen keys that map to a
+    /// marked bucket (the safe side), not every key. At 90 % of its capacity it does not overflow.
+    @Test func loadIntoAQuarterOfThreeQuartersOfAMebibyte() async throws {
         let now = Self.second(1_000)
         var random = SplitMix64(seed: 0xA11_0CA7E)
 
-        var full = try RestrictionFilter(bytes: 786_432, horizon: Self.secondTicks)
-        #expect(full.bucketCount == 49_152 && full.capacity == 196_608)
-        let keys = Self.fill(&full, count: 200_000, random: &random, now: now)
+        var full = try RestrictionFilter(bytes: 196_608, horizon: Self.secondTicks)
+        #expect(full.bucketCount == 12_288 && full.capacity == 49_152)
+        let keys = Self.fill(&full, count: 50_000, random: &random, now: now)
         for hash in keys { #expect(full.restrictedUntil(hash: hash, now: now) != nil) }
-        let fullRate = Self.falsePositiveRate(full, queries: 200_000, random: &random, now: now)
-        print("RestrictionFilter 200,000 keys into 786,432 bytes: fill \(full.fill), \(full.overflows) overflows, "
+        let fullRate = Self.falsePositiveRate(full, queries: 50_000, random: &random, now: now)
+        print("RestrictionFilter 50,000 keys into 196,608 bytes: fill \(full.fill), \(full.overflows) overflows, "
               + "false positives \(fullRate)")
-        #expect(full.overflows > 0 && fullRate == 1)
+        // About 2 × (marked buckets) / 12,288 of never-seen keys.
+        #expect(full.overflows > 0 && fullRate > 0 && fullRate < 0.5)
 
-        var fitting = try RestrictionFilter(bytes: 786_432, horizon: Self.secondTicks)
-        let fittingKeys = Self.fill(&fitting, count: 176_947, random: &random, now: now)
+        await Task.yield()
+        var fitting = try RestrictionFilter(bytes: 196_608, horizon: Self.secondTicks)
+        let fittingKeys = Self.fill(&fitting, count: 44_236, random: &random, now: now)
         for hash in fittingKeys { #expect(fitting.restrictedUntil(hash: hash, now: now) != nil) }
-        let fittingRate = Self.falsePositiveRate(fitting, queries: 200_000, random: &random, now: now)
-        print("RestrictionFilter 176,947 keys into 786,432 bytes: fill \(fitting.fill), \(fitting.overflows) overflows, "
+        let fittingRate = Self.falsePositiveRate(fitting, queries: 50_000, random: &random, now: now)
+        print("RestrictionFilter 44,236 keys into 196,608 bytes: fill \(fitting.fill), \(fitting.overflows) overflows, "
               + "false positives \(fittingRate)")
         #expect(fitting.overflows == 0 && fittingRate < 0.001)
 
+        await Task.yield()
         // Highest load without an overflow, for the record.
-        var probe = try RestrictionFilter(bytes: 786_432, horizon: Self.secondTicks)
+        var probe = try RestrictionFilter(bytes: 196_608, horizon: Self.secondTicks)
         var stored = 0
         while probe.overflows == 0 {
             probe.remember(hash: random.next(), until: now + .seconds(255), now: now)
             stored += 1
         }
-        print("RestrictionFilter 786,432 bytes: first overflow at key \(stored) (load \(Double(stored) / Double(probe.capacity)))")
+        print("RestrictionFilter 196,608 bytes: first overflow at key \(stored) (load \(Double(stored) / Double(probe.capacity)))")
     }
 }

@@ -1,0 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the big arrays of key tables and their summaries need from the system: zeroing tens of
+/// mebibytes quickly and asking for huge pages. Memory hints and fills only: no I/O.
+enum LargeArrays {
+    /// Writes zeros over `buffer` (uninitialized or not) with `memset` where there is one: a
+    /// loop over tens of mebibytes is slow in a debug or sanitizer build.
+    static func zero(_ buffer: UnsafeMutableBufferPointer<UInt32>) {
+        #if canImport(Glibc)
+        if let base = buffer.baseAddress { memset(base, 0, buffer.count * MemoryLayout<UInt32>.stride) }
+        #else
+        buffer.initialize(repeating: 0)
+        #endif
+    }
+
+    /// Asks the kernel to back the 2 MiB-aligned part of an array of at least 4 MiB at `pointer`
+    /// with huge pages (Linux's `madvise(MADV_HUGEPAGE)`, a hint that may be ignored); nothing
+    /// elsewhere.
+    static func adviseHugePages<T>(_ pointer: UnsafeMutablePointer<T>?, bytes: Int) {
+        #if canImport(Glibc)
+        guard let pointer, bytes >= 4 << 20 else { return }
+        let start = (UInt(bitPattern: pointer) + (2 << 20) - 1) & ~UInt((2 << 20) - 1)
+        let end = (UInt(bitPattern: pointer) + UInt(bytes)) & ~UInt((2 << 20) - 1)
+        guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(address, Int(end - start), MADV_HUGEPAGE)
+        #endif
+    }
+}
