@@ -157,6 +157,9 @@ private func withEchoServer(
         try await withEchoServer(configure: {
             $0.outputHighWatermark = 64 << 10
             $0.outputLowWatermark = 16 << 10
+            // Backpressure only: no line timer (under a sanitizer, with both cores busy, a line
+            // the server has begun can wait longer than the default 10 s for its next bytes).
+            $0.lineTimeout = nil
         }) { server, observations in
             let client = try LineClient(port: server.port, timeoutSeconds: 20)
             let line = String(repeating: "z", count: 1000)
@@ -184,7 +187,14 @@ private func withEchoServer(
             // Now drain: reading resumes below the low watermark and every echo arrives in order.
             var received = 0
             while received < lines {
-                let reply = try await client.readLine()
+                let reply: String
+                do {
+                    reply = try await client.readLine()
+                } catch {
+                    let reasons = observations.closeReasons.withSanitizedLock { $0 }
+                    Issue.record("after \(received) echoes: \(error); the server closed for \(reasons)")
+                    throw error
+                }
                 if reply != "\(received) \(line)" {
                     Issue.record("echo \(received) was \(reply.prefix(20))…")
                     break
