@@ -78,15 +78,7 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
         let now = summary.monotonic(now)
-        let slot = try table.lookup(key, now: now, orInsert: State())
-        var restored = false
-        if slot.isNew {
-            if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
-            if let state: State = summary.restore(key, now: now) {
-                table[slot.index] = state
-                restored = true
-            }
-        }
+        let (slot, restored) = try entry(key, now: now, fresh: State())
         let decision = table[slot.index].event(token, now: now, options: options)
         if restored, case .drop = decision { summary.countRefusal() }
         if slot.evicted.isEmpty { return KeyedDecision(decision: decision) }
@@ -147,9 +139,9 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
         let now = summary.monotonic(now)
-        let index = try entry(key, now: now)
-        let decision = table[index.index].check(now: now, options: options, quantity: quantity)
-        if index.restored, !decision.allowed { summary.countRefusal() }
+        let (slot, restored) = try entry(key, now: now, fresh: RateLimitState())
+        let decision = table[slot.index].check(now: now, options: options, quantity: quantity)
+        if restored, !decision.allowed { summary.countRefusal() }
         return decision
     }
 
@@ -158,22 +150,10 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     @inlinable
     public mutating func admit(key: Key, now: Instant) throws(SluiceError) -> Duration? {
         let now = summary.monotonic(now)
-        let index = try entry(key, now: now)
-        let refusal = table[index.index].admit(now: now, options: options)
-        if index.restored, refusal != nil { summary.countRefusal() }
+        let (slot, restored) = try entry(key, now: now, fresh: RateLimitState())
+        let refusal = table[slot.index].admit(now: now, options: options)
+        if restored, refusal != nil { summary.countRefusal() }
         return refusal
-    }
-
-    /// The entry of `key`, made when absent (with the state the summary restores for it, if
-    /// any); the live keys evicted for room are remembered.
-    @inlinable
-    mutating func entry(_ key: Key, now: Instant) throws(SluiceError) -> (index: KeyTable<Key, RateLimitState>.Index, restored: Bool) {
-        let slot = try table.lookup(key, now: now, orInsert: RateLimitState())
-        guard slot.isNew else { return (slot.index, false) }
-        if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
-        guard let state: RateLimitState = summary.restore(key, now: now) else { return (slot.index, false) }
-        table[slot.index] = state
-        return (slot.index, true)
     }
 
     /// `key`'s state as the next check would find it, without changing anything: the table's,
@@ -230,6 +210,22 @@ extension SummarizedTable {
 
     /// The table's counters with its summary's.
     public var stats: KeyTableStats { summary.adding(to: table.stats) }
+}
+
+extension SummarizedTable where State: RestrictingState {
+    /// The entry of `key`, made with `fresh` when absent, or with the state the summary restores
+    /// for it (then `restored`); the live keys evicted for room are remembered.
+    @inlinable
+    mutating func entry(
+        _ key: Key, now: Instant, fresh: @autoclosure () -> State
+    ) throws(SluiceError) -> (slot: KeyTable<Key, State>.Insertion, restored: Bool) {
+        let slot = try table.lookup(key, now: now, orInsert: fresh())
+        guard slot.isNew else { return (slot, false) }
+        if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
+        guard let state: State = summary.restore(key, now: now) else { return (slot, false) }
+        table[slot.index] = state
+        return (slot, true)
+    }
 }
 
 /// A per-key counter that a plugin keeps in its shard (how many taps of a key ran, …). A count
