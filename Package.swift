@@ -65,6 +65,7 @@ let package = Package(
             providers: [.apt(["libevent-dev"]), .brew(["libevent"])]
         ),
         .target(name: "CSluiceShims"),
+        .target(name: "CSluiceCacheHints"),
         .systemLibrary(
             name: "CHiredis",
             // No `pkgConfig: "hiredis"`: hiredis.pc passes -D_FILE_OFFSET_BITS=64, which SwiftPM
@@ -77,7 +78,7 @@ let package = Package(
         // MARK: Swift layers
         .target(
             name: "SluiceCore",
-            dependencies: [.product(name: "DequeModule", package: "swift-collections")]
+            dependencies: ["CSluiceCacheHints", .product(name: "DequeModule", package: "swift-collections")]
         ),
         .target(name: "SluiceTesting", dependencies: ["SluiceCore"]),
         .target(

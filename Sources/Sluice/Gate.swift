@@ -180,6 +180,18 @@ public final class Gate: Service, Sendable {
         if shard.decidesHere(lane: request.plugin.index) {
             return shard.submit(request, later: later).outcome
         }
+        return submitOnLoop(request, shard: shard, later: later)
+    }
+
+    /// ``submitNow(_:later:)`` for a plugin that decides on its key's loop, called elsewhere: a
+    /// hop there. Out of line, because the closure that hops needs its own copy of the request,
+    /// and inlined into ``submitNow(_:later:)`` that copy (a retain of every reference the
+    /// request holds, and its release) was made before the branch, for every request.
+    @usableFromInline @inline(never)
+    func submitOnLoop<Plugin: GatePlugin>(
+        _ request: GateRequest<Plugin>, shard: GateShard,
+        later: @Sendable () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
+    ) -> GateOutcome<Plugin.Output>? {
         let completion = later()
         let accepted = shard.loop.executeIfRunning {
             guard self.isAcceptingRequests else { return completion(.shuttingDown) }

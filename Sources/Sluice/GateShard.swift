@@ -112,6 +112,9 @@ final class GateShard: @unchecked Sendable {
         _ request: GateRequest<Plugin>, later: () -> @Sendable (GateOutcome<Plugin.Output>) -> Void
     ) -> (outcome: GateOutcome<Plugin.Output>?, token: EventToken) {
         guard let lane = lane(request.plugin.index, as: Plugin.self) else { return (.busy, EventToken(0)) }
+        // The key's slot in the policy's table loads while the lock is taken and the request
+        // checked: at a million keys it is a miss from memory.
+        let keyHash = lane.prefetch(key: request.key)
         lock.lock()
         depth &+= 1
         // Checked under the lock: a request either counts in the drain or is refused.
@@ -121,7 +124,7 @@ final class GateShard: @unchecked Sendable {
         }
         let outcome: GateOutcome<Plugin.Output>?
         let token: EventToken
-        switch lane.submit(request, later: later, shard: self) {
+        switch lane.submit(request, keyHash: keyHash, later: later, shard: self) {
         case .decided(let decided):
             leave(favouring: lane)
             outcome = decided

@@ -7,11 +7,13 @@ import SluiceLibevent
 extension PluginLane {
     @inlinable
     func submitRateLimit(
-        _ request: GateRequest<Plugin>, token: EventToken, table: StageState<RateLimitTable<String>>, shard: GateShard
+        _ request: GateRequest<Plugin>, keyHash: UInt32?, token: EventToken, table: StageState<RateLimitTable<String>>,
+        shard: GateShard
     ) -> Decision {
         let cost = handle.plugin.cost(for: request.input)
         let now = shard.now
-        guard let decision = try? table.value.check(key: request.key, now: now, quantity: cost) else {
+        let hash = keyHash ?? KeySlotPrefetcher.hash(request.key)
+        guard let decision = try? table.value.check(key: request.key, hash: hash, now: now, quantity: cost) else {
             return .decided(.busy)
         }
         guard decision.allowed else {
@@ -38,7 +40,7 @@ extension PluginLane {
     // of that very type, rather than looking its generic metadata up on every request.
     @inlinable @inline(__always)
     func submitTimed<State: TimedPolicyState>(
-        _ request: GateRequest<Plugin>, token: EventToken, table: StageState<TimedTable<String, State>>,
+        _ request: GateRequest<Plugin>, keyHash: UInt32?, token: EventToken, table: StageState<TimedTable<String, State>>,
         later: () -> Completion, shard: GateShard
     ) -> Decision {
         let key = request.key
@@ -53,7 +55,7 @@ extension PluginLane {
         let before = limits.isEmpty ? nil : table.value.state(of: key)
         let keyed: KeyedDecision
         do {
-            keyed = try table.value.event(token, key: key, now: now)
+            keyed = try table.value.event(token, key: key, hash: keyHash ?? KeySlotPrefetcher.hash(key), now: now)
         } catch {
             return .decided(.busy)
         }

@@ -199,9 +199,9 @@ extension PluginLane {
             let local = Self.locally(completion)
             let decision: Decision
             switch stage {
-            case .rateLimit(let state): decision = submitRateLimit(request, token: token, table: state, shard: shard)
-            case .throttle(let state): decision = submitTimed(request, token: token, table: state, later: { local }, shard: shard)
-            case .debounce(let state, _): decision = submitTimed(request, token: token, table: state, later: { local }, shard: shard)
+            case .rateLimit(let state): decision = submitRateLimit(request, keyHash: nil, token: token, table: state, shard: shard)
+            case .throttle(let state): decision = submitTimed(request, keyHash: nil, token: token, table: state, later: { local }, shard: shard)
+            case .debounce(let state, _): decision = submitTimed(request, keyHash: nil, token: token, table: state, later: { local }, shard: shard)
             case .idempotent, .singleFlight, .switchLatest, .unrestricted:
                 // A shared store decides only throttles and rate limits this way.
                 decision = .decided(.busy)

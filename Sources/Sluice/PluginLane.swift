@@ -168,6 +168,10 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     @usableFromInline let metrics: OutcomeMetrics
     /// The plugin's policy: its family and the state it decides with.
     @usableFromInline let stage: PolicyStage<Output>
+    /// Starts loading a key's slot in the stage's table before the lane takes the lock: for a
+    /// throttle, debounce or rate-limit stage decided here; `nil` for the others (see
+    /// ``prefetch(key:)``).
+    @usableFromInline let slotPrefetcher: KeySlotPrefetcher?
     /// Whether a newer execution of a key cancels the key's running one (switch-latest, or a
     /// debounce that switches to the latest).
     @usableFromInline let cancelInFlight: Bool
@@ -214,6 +218,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
                 store: store, shared: $0, policy: handle.plugin.policy, plugin: handle.plugin.name, epochWatch: epochWatch)
         }
         stage = try PolicyStage(try store.localPolicy(for: handle.plugin.policy), budget: budget)
+        slotPrefetcher = shared == nil ? stage.slotPrefetcher : nil
         cancelInFlight = stage.cancelsInFlight
         self.limits = limits
         let stages = handle.plugin.limits
@@ -234,21 +239,33 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
 
     // MARK: - Submitting
 
+    /// Hashes `key` for the stage's table and starts loading its slot, when the stage has a
+    /// table indexed by the request's key; the hash to decide with (``submit(_:keyHash:later:shard:)``).
+    /// Called without the shard's lock: it reads only `let`s.
+    @inlinable
+    func prefetch(key: String) -> UInt32? {
+        guard let slotPrefetcher else { return nil }
+        let hash = KeySlotPrefetcher.hash(key)
+        slotPrefetcher.prefetch(hash: hash)
+        return hash
+    }
+
     /// Decides about `request` at the shard's `now`: its outcome, the token it waits under
     /// (its completion made by `later`), or the execution whose task its caller starts.
+    /// `keyHash` is the key's hash from ``prefetch(key:)``, if it was called.
     @inlinable
-    func submit(_ request: GateRequest<Plugin>, later: () -> Completion, shard: GateShard) -> Decision {
+    func submit(_ request: GateRequest<Plugin>, keyHash: UInt32?, later: () -> Completion, shard: GateShard) -> Decision {
         // A request whose caller's scope has closed changes no policy state.
         guard !request.scope.isClosed else { return .decided(.cancelled(.scopeClosed)) }
         let token = shard.makeToken()
         if let shared { return submitShared(request, token: token, later: later, shard: shard, binding: shared) }
         switch stage {
         case .throttle(let state):
-            return submitTimed(request, token: token, table: state, later: later, shard: shard)
+            return submitTimed(request, keyHash: keyHash, token: token, table: state, later: later, shard: shard)
         case .debounce(let state, _):
-            return submitTimed(request, token: token, table: state, later: later, shard: shard)
+            return submitTimed(request, keyHash: keyHash, token: token, table: state, later: later, shard: shard)
         case .rateLimit(let state):
-            return submitRateLimit(request, token: token, table: state, shard: shard)
+            return submitRateLimit(request, keyHash: keyHash, token: token, table: state, shard: shard)
         case .idempotent(let records, let quota):
             return submitIdempotent(request, token: token, records: records, quota: quota, later: later, shard: shard)
         case .singleFlight:

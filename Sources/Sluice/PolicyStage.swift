@@ -56,6 +56,17 @@ enum PolicyStage<Output: Sendable> {
         }
     }
 
+    /// The prefetcher of the table indexed by the request's key: the throttle, debounce and
+    /// rate-limit tables; `nil` for the other families.
+    var slotPrefetcher: KeySlotPrefetcher? {
+        switch self {
+        case .throttle(let state): state.value.table.slotPrefetcher
+        case .debounce(let state, _): state.value.table.slotPrefetcher
+        case .rateLimit(let state): state.value.table.slotPrefetcher
+        case .idempotent, .singleFlight, .switchLatest, .unrestricted: nil
+        }
+    }
+
     /// Whether a newer execution of a key cancels the key's running one.
     var cancelsInFlight: Bool {
         switch self {

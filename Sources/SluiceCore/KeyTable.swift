@@ -299,7 +299,12 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
 
     @inlinable
     static func hash(_ key: Key) -> UInt32 {
-        UInt32(truncatingIfNeeded: key.hashValue)
+        KeySlotPrefetcher.hash(key)
+    }
+
+    /// A prefetcher for this table's index (see ``KeySlotPrefetcher``).
+    public var slotPrefetcher: KeySlotPrefetcher {
+        KeySlotPrefetcher(base: slots.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }, mask: mask)
     }
 
     /// The slot that points at entry `entry` whose hash is `hash`: its tag and its position plus one.
@@ -373,7 +378,21 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         now: Instant,
         orInsert fresh: @autoclosure () -> Value
     ) throws(SluiceError) -> Insertion {
-        let hash = Self.hash(key)
+        try lookup(key, hash: Self.hash(key), now: now, orInsert: fresh())
+    }
+
+    /// ``lookup(_:now:orInsert:)`` for a key already hashed with ``KeySlotPrefetcher/hash(_:)``
+    /// (whose slot the caller may have prefetched).
+    ///
+    /// - Precondition: `hash == KeySlotPrefetcher.hash(key)`.
+    @inlinable
+    public mutating func lookup(
+        _ key: Key,
+        hash: UInt32,
+        now: Instant,
+        orInsert fresh: @autoclosure () -> Value
+    ) throws(SluiceError) -> Insertion {
+        assert(hash == Self.hash(key), "KeyTable.lookup: the hash is not the key's")
         let (position, entry) = probe(key, hash: hash)
         if entry >= 0 {
             entries.withUnsafeMutableBufferPointer { entries in

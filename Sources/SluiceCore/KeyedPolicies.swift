@@ -77,8 +77,16 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     ///   leaves.
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
+        try event(token, key: key, hash: KeySlotPrefetcher.hash(key), now: now)
+    }
+
+    /// ``event(_:key:now:)`` for a key already hashed (see ``KeySlotPrefetcher``).
+    ///
+    /// - Precondition: `hash == KeySlotPrefetcher.hash(key)`.
+    @inlinable
+    public mutating func event(_ token: EventToken, key: Key, hash: UInt32, now: Instant) throws(SluiceError) -> KeyedDecision {
         let now = summary.monotonic(now)
-        let (slot, restored) = try entry(key, now: now, fresh: State())
+        let (slot, restored) = try entry(key, hash: hash, now: now, fresh: State())
         let decision = table[slot.index].event(token, now: now, options: options)
         if restored, case .drop = decision { summary.countRefusal() }
         if slot.evicted.isEmpty { return KeyedDecision(decision: decision) }
@@ -138,8 +146,16 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     ///   leaves.
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
+        try check(key: key, hash: KeySlotPrefetcher.hash(key), now: now, quantity: quantity)
+    }
+
+    /// ``check(key:now:quantity:)`` for a key already hashed (see ``KeySlotPrefetcher``).
+    ///
+    /// - Precondition: `hash == KeySlotPrefetcher.hash(key)`.
+    @inlinable
+    public mutating func check(key: Key, hash: UInt32, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
         let now = summary.monotonic(now)
-        let (slot, restored) = try entry(key, now: now, fresh: RateLimitState())
+        let (slot, restored) = try entry(key, hash: hash, now: now, fresh: RateLimitState())
         let decision = table[slot.index].check(now: now, options: options, quantity: quantity)
         if restored, !decision.allowed { summary.countRefusal() }
         return decision
@@ -150,7 +166,7 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     @inlinable
     public mutating func admit(key: Key, now: Instant) throws(SluiceError) -> Duration? {
         let now = summary.monotonic(now)
-        let (slot, restored) = try entry(key, now: now, fresh: RateLimitState())
+        let (slot, restored) = try entry(key, hash: KeySlotPrefetcher.hash(key), now: now, fresh: RateLimitState())
         let refusal = table[slot.index].admit(now: now, options: options)
         if restored, refusal != nil { summary.countRefusal() }
         return refusal
@@ -217,9 +233,9 @@ extension SummarizedTable where State: RestrictingState {
     /// for it (then `restored`); the live keys evicted for room are remembered.
     @inlinable
     mutating func entry(
-        _ key: Key, now: Instant, fresh: @autoclosure () -> State
+        _ key: Key, hash: UInt32, now: Instant, fresh: @autoclosure () -> State
     ) throws(SluiceError) -> (slot: KeyTable<Key, State>.Insertion, restored: Bool) {
-        let slot = try table.lookup(key, now: now, orInsert: fresh())
+        let slot = try table.lookup(key, hash: hash, now: now, orInsert: fresh())
         guard slot.isNew else { return (slot, false) }
         if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
         guard let state: State = summary.restore(key, now: now) else { return (slot, false) }

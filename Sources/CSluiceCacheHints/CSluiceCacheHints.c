@@ -1,0 +1,2 @@
+// The module is its header's inline function; SwiftPM builds a C target from a source file.
+#include "CSluiceCacheHints.h"
