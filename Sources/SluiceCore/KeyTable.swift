@@ -392,7 +392,6 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         now: Instant,
         orInsert fresh: @autoclosure () -> Value
     ) throws(SluiceError) -> Insertion {
-        assert(hash == Self.hash(key), "KeyTable.lookup: the hash is not the key's")
         let (position, entry) = probe(key, hash: hash)
         if entry >= 0 {
             entries.withUnsafeMutableBufferPointer { entries in

@@ -77,7 +77,11 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     ///   leaves.
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
-        try event(token, key: key, hash: KeySlotPrefetcher.hash(key), now: now)
+        // Not a call of the hashed variant: left out of line, that call cost a fifth of a
+        // decision at 1,000 keys (measured, 26 against 34 ns).
+        let now = summary.monotonic(now)
+        let (slot, restored) = try entry(key, hash: KeySlotPrefetcher.hash(key), now: now, fresh: State())
+        return decide(token, in: slot, restored: restored, now: now)
     }
 
     /// ``event(_:key:now:)`` for a key already hashed (see ``KeySlotPrefetcher``).
@@ -87,6 +91,14 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     public mutating func event(_ token: EventToken, key: Key, hash: UInt32, now: Instant) throws(SluiceError) -> KeyedDecision {
         let now = summary.monotonic(now)
         let (slot, restored) = try entry(key, hash: hash, now: now, fresh: State())
+        return decide(token, in: slot, restored: restored, now: now)
+    }
+
+    /// The event `token` decided by the key's state at `slot`.
+    @inlinable
+    mutating func decide(
+        _ token: EventToken, in slot: KeyTable<Key, State>.Insertion, restored: Bool, now: Instant
+    ) -> KeyedDecision {
         let decision = table[slot.index].event(token, now: now, options: options)
         if restored, case .drop = decision { summary.countRefusal() }
         if slot.evicted.isEmpty { return KeyedDecision(decision: decision) }
@@ -146,7 +158,10 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     ///   leaves.
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
-        try check(key: key, hash: KeySlotPrefetcher.hash(key), now: now, quantity: quantity)
+        // Not a call of the hashed variant, as in ``TimedTable/event(_:key:now:)``.
+        let now = summary.monotonic(now)
+        let (slot, restored) = try entry(key, hash: KeySlotPrefetcher.hash(key), now: now, fresh: RateLimitState())
+        return decide(quantity, in: slot, restored: restored, now: now)
     }
 
     /// ``check(key:now:quantity:)`` for a key already hashed (see ``KeySlotPrefetcher``).
@@ -156,6 +171,14 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     public mutating func check(key: Key, hash: UInt32, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
         let now = summary.monotonic(now)
         let (slot, restored) = try entry(key, hash: hash, now: now, fresh: RateLimitState())
+        return decide(quantity, in: slot, restored: restored, now: now)
+    }
+
+    /// `quantity` events decided by the key's state at `slot`.
+    @inlinable
+    mutating func decide(
+        _ quantity: Int, in slot: KeyTable<Key, RateLimitState>.Insertion, restored: Bool, now: Instant
+    ) -> RateLimitDecision {
         let decision = table[slot.index].check(now: now, options: options, quantity: quantity)
         if restored, !decision.allowed { summary.countRefusal() }
         return decision
