@@ -30,6 +30,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     public var outputHighWatermark: Int
     /// Answer bytes at or below which a paused connection is read again.
     public var outputLowWatermark: Int
+    /// Answer bytes the kernel may hold unsent for one connection (see
+    /// `TCPConfiguration.socketUnsentLimit`); `nil` leaves the kernel's own limit.
+    public var socketUnsentLimit: Int?
     /// How long one connection's requests may be handled in a row before the loop turns to
     /// its other connections (`nil`: everything read at once).
     public var turnDuration: Duration?
@@ -56,6 +59,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
         maximumInFlight: Int = 128,
         outputHighWatermark: Int = 64 << 10,
         outputLowWatermark: Int = 16 << 10,
+        socketUnsentLimit: Int? = 16 << 10,
         turnDuration: Duration? = .microseconds(200),
         maximumConnections: Int? = 10_000,
         connectionBufferBudget: Int? = 256 << 20,
@@ -72,6 +76,7 @@ public struct HTTPConfiguration: Sendable, Hashable {
         self.maximumInFlight = maximumInFlight
         self.outputHighWatermark = outputHighWatermark
         self.outputLowWatermark = outputLowWatermark
+        self.socketUnsentLimit = socketUnsentLimit
         self.turnDuration = turnDuration
         self.maximumConnections = maximumConnections
         self.connectionBufferBudget = connectionBufferBudget
@@ -84,12 +89,14 @@ public struct HTTPConfiguration: Sendable, Hashable {
         HTTPRequestParser.Limits(maximumHeadBytes: maximumHeadBytes, maximumBodyBytes: maximumBodyBytes)
     }
 
-    /// The transport's configuration: the same address, watermarks, idle timeout and turn,
+    /// The transport's configuration: the same address, watermarks, unsent limit, idle timeout
+    /// and turn,
     /// with room for one whole request in a connection's input.
     public var tcp: TCPConfiguration {
         TCPConfiguration(
             host: host, port: port, maximumLineLength: 1, outputHighWatermark: outputHighWatermark,
-            outputLowWatermark: outputLowWatermark, idleTimeout: idleTimeout, lineTimeout: nil,
+            outputLowWatermark: outputLowWatermark, socketUnsentLimit: socketUnsentLimit, idleTimeout: idleTimeout,
+            lineTimeout: nil,
             maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget, backlog: backlog,
             turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes, reusePort: reusePort)
     }

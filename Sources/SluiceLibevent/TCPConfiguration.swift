@@ -10,6 +10,14 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var outputHighWatermark: Int
     /// Output bytes at or below which a paused connection reads again.
     public var outputLowWatermark: Int
+    /// The most output the kernel holds unsent for one connection (`TCP_NOTSENT_LOWAT`): past
+    /// it the socket takes no more, and the rest waits in the connection's own buffer, under
+    /// ``outputHighWatermark`` and ``connectionBufferBudget``. Bytes sent and not yet
+    /// acknowledged are not counted (the peer's receive window bounds them), so a peer that
+    /// reads keeps its full window. `nil` leaves the kernel's own limit: the send buffer, which
+    /// grows to `net.ipv4.tcp_wmem`'s maximum (4 MiB by default on Linux) for a peer that
+    /// stops reading, a cost no budget of the process sees.
+    public var socketUnsentLimit: Int?
     /// A connection that sends nothing for this long, or takes none of the output waiting for
     /// it for this long, is closed; `nil` never closes one.
     public var idleTimeout: Duration?
@@ -24,7 +32,9 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// Bytes all of the server's connections may hold in their buffers together (input read
     /// but not yet handled, output not yet sent: the memory their buffers take). Over it, every
     /// connection holding more than a little (16 KiB) stops reading until the total is back
-    /// under it; the others are still served. `nil` sets no budget.
+    /// under it; the others are still served, each reading no more than keeps it within that
+    /// little, so the total passes the budget by at most 16 KiB a connection. `nil` sets no
+    /// budget.
     public var connectionBufferBudget: Int?
     /// How long accepting pauses after the system refused a new connection for want of
     /// descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`); it doubles while the
@@ -60,6 +70,7 @@ public struct TCPConfiguration: Sendable, Hashable {
         maximumLineLength: Int = 8192,
         outputHighWatermark: Int = 64 << 10,
         outputLowWatermark: Int = 16 << 10,
+        socketUnsentLimit: Int? = 16 << 10,
         idleTimeout: Duration? = .seconds(300),
         lineTimeout: Duration? = .seconds(10),
         maximumConnections: Int? = 10_000,
@@ -75,6 +86,7 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.maximumLineLength = maximumLineLength
         self.outputHighWatermark = outputHighWatermark
         self.outputLowWatermark = outputLowWatermark
+        self.socketUnsentLimit = socketUnsentLimit
         self.idleTimeout = idleTimeout
         self.lineTimeout = lineTimeout
         self.maximumConnections = maximumConnections
@@ -97,6 +109,9 @@ public struct TCPConfiguration: Sendable, Hashable {
         if outputHighWatermark < 1 { try fail("outputHighWatermark must be at least 1", outputHighWatermark) }
         if outputLowWatermark < 0 || outputLowWatermark >= outputHighWatermark {
             try fail("outputLowWatermark must be 0 or more and below outputHighWatermark", outputLowWatermark)
+        }
+        if let socketUnsentLimit, !(1024...(64 << 20)).contains(socketUnsentLimit) {
+            try fail("socketUnsentLimit must be 1 KiB to 64 MiB", socketUnsentLimit)
         }
         if let idleTimeout, idleTimeout <= .zero { try fail("idleTimeout must be positive", idleTimeout) }
         if let lineTimeout, lineTimeout <= .zero { try fail("lineTimeout must be positive", lineTimeout) }

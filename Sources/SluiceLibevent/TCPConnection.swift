@@ -149,7 +149,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         self.configuration = configuration
         self.onClose = onClose
         self.accounting = accounting
-        Self.setConnectionOptions(socket)
+        Self.setConnectionOptions(socket, unsentLimit: configuration.socketUnsentLimit)
         evutil_make_socket_nonblocking(socket)
         evutil_make_socket_closeonexec(socket)
         self.state = .allocate(capacity: 1)
@@ -168,12 +168,20 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     }
 
     /// The options every connection's socket gets, accepted or opened: `TCP_NODELAY` (an answer
-    /// is one small write and must not wait for an ACK), and on Darwin `SO_NOSIGPIPE`, because
-    /// Darwin sends SIGPIPE to the process rather than to the writing thread, so the loop
-    /// threads' blocked mask does not cover it there.
-    private static func setConnectionOptions(_ socket: Int32) {
+    /// is one small write and must not wait for an ACK), `TCP_NOTSENT_LOWAT` at
+    /// ``TCPConfiguration/socketUnsentLimit`` (a peer that does not read cannot park megabytes
+    /// of answers in the kernel's send buffer), and on Darwin `SO_NOSIGPIPE`, because Darwin
+    /// sends SIGPIPE to the process rather than to the writing thread, so the loop threads'
+    /// blocked mask does not cover it there.
+    private static func setConnectionOptions(_ socket: Int32, unsentLimit: Int?) {
         var one: Int32 = 1
         setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if let unsentLimit {
+            // The kernel takes no more once this much is unsent: output then waits in the
+            // connection's buffer, where the high watermark and the budget see it.
+            var limit = Int32(clamping: unsentLimit)
+            setsockopt(socket, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &limit, socklen_t(MemoryLayout<Int32>.size))
+        }
         #if canImport(Darwin)
         setsockopt(socket, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
@@ -374,6 +382,9 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     /// Whether the handler paused reading.
     public var isReadingPausedByHandler: Bool { state.pointee.pausedByHandler }
 
+    /// Whether the socket is not read now, for any reason (loop thread only).
+    var isSocketReadingPaused: Bool { socketReadingPaused }
+
     /// Whether the handler should go on consuming the bytes it was handed: the connection is
     /// open, nothing paused it and it is not closing.
     public var acceptsInput: Bool { state.pointee.open && !readingPaused }
@@ -444,12 +455,13 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             return
         }
         guard !socketReadingPaused, !state.pointee.inputEnded else { return }
+        guard let limit = readLimit() else { return }
         let fromScratch = state.pointee.input.isEmpty
         let space: UnsafeMutableRawBufferPointer
         let count: Int
         if fromScratch {
             space = loop.scratch.read
-            count = min(space.count, Self.readSize)
+            count = min(space.count, limit)
         } else {
             let room = configuration.maximumBufferedInput - state.pointee.input.count
             guard room > 0 else {
@@ -458,8 +470,8 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
                 updateReading()
                 return
             }
-            space = state.pointee.input.writableSpace(minimum: min(room, Self.readSize))
-            count = min(space.count, room, Self.readSize)
+            space = state.pointee.input.writableSpace(minimum: min(room, limit))
+            count = min(space.count, room, limit)
         }
         var result: Int
         repeat {
@@ -628,7 +640,27 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         let held = state.pointee.input.capacity + state.pointee.output.capacity
         let delta = held - state.pointee.reportedBytes
         state.pointee.reportedBytes = held
-        guard accounting.addBufferBytes(delta), held > Self.budgetFloor, !state.pointee.pausedForBudget else { return }
+        guard accounting.addBufferBytes(delta), held > Self.budgetFloor else { return }
+        pauseForBudget()
+    }
+
+    /// How many bytes the next `read` may take: ``readSize``, or while the process is over its
+    /// budget, only what keeps this connection's buffers within ``budgetFloor`` (a connection
+    /// that is not yet paused must not take a whole read's worth past the budget). `nil`: none,
+    /// and the connection now waits for the budget.
+    private func readLimit() -> Int? {
+        guard let accounting, accounting.isOverBufferBudget else { return Self.readSize }
+        let room = Self.budgetFloor - state.pointee.reportedBytes
+        guard room > 0 else {
+            pauseForBudget()
+            return nil
+        }
+        return min(room, Self.readSize)
+    }
+
+    /// Stops reading the socket until the loop finds the process back under its budget.
+    private func pauseForBudget() {
+        guard !state.pointee.pausedForBudget else { return }
         state.pointee.pausedForBudget = true
         updateReading()
         loop.waitForBudget(self)

@@ -26,9 +26,14 @@ public final class LineClient: @unchecked Sendable {
     private let socket: Int32
     private var buffer: [UInt8] = []
 
-    public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5) throws {
+    /// Connects to `host:port`; `receiveBufferBytes` sets the socket's receive buffer before
+    /// it connects (a client that reads little, whose window stays small).
+    public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5, receiveBufferBytes: Int? = nil) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        if var size = receiveBufferBytes.map(Int32.init(clamping:)) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian

@@ -1,0 +1,99 @@
+import Foundation
+@testable import SluiceLibevent
+import SluiceTestSupport
+import Synchronization
+import Testing
+
+/// Echoes lines and counts the bytes it echoed; keeps its connections.
+private final class CountingEchoHandler: TCPLineHandler, Sendable {
+    let echoed = Atomic<Int>(0)
+    let connections = Mutex<[TCPConnection]>([])
+
+    func connectionOpened(_ connection: TCPConnection) {
+        connections.withSanitizedLock { $0.append(connection) }
+    }
+
+    func connection(_ connection: TCPConnection, received line: UnsafeRawBufferPointer) {
+        var reply = Array(line)
+        reply.append(0x0A)
+        reply.withUnsafeBytes { _ = connection.write($0) }
+        echoed.add(reply.count, ordering: .relaxed)
+    }
+
+    func connectionReceivedOverlongLine(_ connection: TCPConnection) {}
+    func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {}
+}
+
+/// Sends `lines` lines of `length` bytes from a thread of its own, and stops at the first
+/// failure (the test aborts the client at its end).
+private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
+    let line = String(repeating: "m", count: length - 1) + "\n"
+    Thread {
+        for _ in 0..<lines {
+            do { try client.send(line) } catch { return }
+        }
+    }.start()
+}
+
+/// What a peer that sends and never reads can make the server hold: its answers parked in the
+/// kernel, and its share of the process's buffer budget.
+@Suite struct ConnectionMemoryBoundsTests {
+    /// A peer with a tiny receive window that never reads: the kernel keeps at most the unsent
+    /// limit of its answers (plus what is in flight), the connection's buffer at most its high
+    /// watermark and one read's worth, and then the connection stops reading. Without the
+    /// limit the kernel's send buffer grows to megabytes first.
+    @Test func aPeerThatDoesNotReadParksLittleInTheKernel() async throws {
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "unsent-test")
+        defer { group.shutdownGracefully() }
+        let handler = CountingEchoHandler()
+        let configuration = TCPConfiguration(port: 0, socketUnsentLimit: 16 << 10, lineTimeout: nil)
+        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in handler }
+        let client = try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096)
+        defer { client.abort() }
+        sendFromThread(client, lines: 8_000, length: 1_000)
+        try await pollUntil(seconds: 15) {
+            guard let connection = handler.connections.withSanitizedLock({ $0.first }) else { return false }
+            return await connection.loop.submit { connection.isReadingPaused }
+        }
+        let echoed = handler.echoed.load(ordering: .relaxed)
+        // 16 KiB unsent, a few KiB in flight, 64 KiB over the high watermark and one read's
+        // worth of lines handled before the pause took effect: well under 256 KiB.
+        #expect(echoed < 256 << 10, "the server echoed \(echoed) bytes before it stopped reading")
+    }
+
+    /// Once the process is over its buffer budget, a connection holding less than the floor is
+    /// still read, but only up to the floor: 32 peers that never read cannot each take a whole
+    /// read (64 KiB) past the budget and leave what the kernel does not take of its echo.
+    @Test func overTheBudgetAConnectionReadsOnlyUpToTheFloor() async throws {
+        let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "budget-test")
+        defer { group.shutdownGracefully() }
+        let handler = CountingEchoHandler()
+        let budget = 128 << 10
+        let configuration = TCPConfiguration(port: 0, lineTimeout: nil, connectionBufferBudget: budget)
+        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in handler }
+        let peers = 32
+        let clients = try (0..<peers).map { _ in try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096) }
+        defer { clients.forEach { $0.abort() } }
+        for client in clients { sendFromThread(client, lines: 1_000, length: 1_000) }
+        // Every connection ends up not reading: over its high watermark, or over the floor
+        // while the process is over its budget.
+        try await pollUntil(seconds: 20) {
+            let connections = handler.connections.withSanitizedLock { $0 }
+            guard connections.count == peers, let loop = connections.first?.loop else { return false }
+            return await loop.submit { connections.allSatisfy(\.isSocketReadingPaused) }
+        }
+        let held = server.bufferedBytes
+        #expect(held > budget)
+        // Each connection past the budget kept at most the floor's worth of echoes that the
+        // kernel did not take, its buffer rounded up: under 32 KiB on average (about 26 KiB
+        // here). Reading whole 64 KiB reads past the budget leaves about 48 KiB each.
+        #expect(held <= budget + peers * (32 << 10), "\(peers) connections hold \(held) bytes over a budget of \(budget)")
+    }
+
+    @Test func anUnsentLimitOutOfRangeIsRefused() throws {
+        #expect(throws: SluiceLoopError.self) { try TCPConfiguration(socketUnsentLimit: 512).validate() }
+        #expect(throws: SluiceLoopError.self) { try TCPConfiguration(socketUnsentLimit: 128 << 20).validate() }
+        try TCPConfiguration(socketUnsentLimit: nil).validate()
+        try TCPConfiguration(socketUnsentLimit: 1024).validate()
+    }
+}
