@@ -90,15 +90,14 @@ public struct HTTPConfiguration: Sendable, Hashable {
     }
 
     /// The transport's configuration: the same address, watermarks, unsent limit, idle timeout
-    /// and turn,
-    /// with room for one whole request in a connection's input.
+    /// and turn, with room for one whole request in a connection's input.
     public var tcp: TCPConfiguration {
         TCPConfiguration(
             host: host, port: port, maximumLineLength: 1, outputHighWatermark: outputHighWatermark,
             outputLowWatermark: outputLowWatermark, socketUnsentLimit: socketUnsentLimit, idleTimeout: idleTimeout,
-            lineTimeout: nil,
-            maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget, backlog: backlog,
-            turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes, reusePort: reusePort)
+            lineTimeout: nil, maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget,
+            backlog: backlog, turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes,
+            reusePort: reusePort)
     }
 
     /// Checks every field; throws `GateError` (`.invalidConfiguration`) naming the first one

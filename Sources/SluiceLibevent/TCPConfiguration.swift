@@ -32,9 +32,9 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// Bytes all of the server's connections may hold in their buffers together (input read
     /// but not yet handled, output not yet sent: the memory their buffers take). Over it, every
     /// connection holding more than a little (16 KiB) stops reading until the total is back
-    /// under it; the others are still served, each reading no more than keeps it within that
-    /// little, so the total passes the budget by at most 16 KiB a connection. `nil` sets no
-    /// budget.
+    /// under it; the others are still served, each reading only while it holds less than that
+    /// little and no more than brings it there (what it then holds is that input, or the
+    /// answers to it, in buffers rounded up to their growth steps). `nil` sets no budget.
     public var connectionBufferBudget: Int?
     /// How long accepting pauses after the system refused a new connection for want of
     /// descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`); it doubles while the

@@ -7,7 +7,7 @@ import SluiceTestSupport
 import Testing
 
 /// `RedisStore` as a swift-service-lifecycle service, against a real `redis-server`.
-@Suite("RedisStore as a service")
+@Suite("RedisStore as a service", .serialized, .enabled(if: RedisServerProcess.isInstalled, "redis-server is not installed"))
 struct RedisStoreServiceTests {
     /// Run in a `ServiceGroup`, the store connects on its own; on the group's graceful shutdown it
     /// closes its connections, answers later calls `unavailable`, and its `run()` returns.
