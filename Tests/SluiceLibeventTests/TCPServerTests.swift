@@ -192,7 +192,8 @@ private func withEchoServer(
                     reply = try await client.readLine()
                 } catch {
                     let reasons = observations.closeReasons.withSanitizedLock { $0 }
-                    Issue.record("after \(received) echoes: \(error); the server closed for \(reasons)")
+                    let sending = sendFailure.withSanitizedLock { $0 }.map { "the sender failed: \($0)" } ?? "the sender did not fail"
+                    Issue.record("after \(received) echoes: \(error); the server closed for \(reasons); \(sending)")
                     throw error
                 }
                 if reply != "\(received) \(line)" {

@@ -26,8 +26,10 @@ public final class LineClient: @unchecked Sendable {
     private let socket: Int32
     private var buffer: [UInt8] = []
 
-    /// Connects to `host:port`; `receiveBufferBytes` sets the socket's receive buffer before
-    /// it connects (a client that reads little, whose window stays small).
+    /// Connects to `host:port`; a send or a read that waits `timeoutSeconds` (times
+    /// ``deadlineScale``, as for ``pollUntil(seconds:_:)``: a timeout only detects a hang) fails.
+    /// `receiveBufferBytes` sets the socket's receive buffer before it connects (a client that
+    /// reads little, whose window stays small).
     public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5, receiveBufferBytes: Int? = nil) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
@@ -47,7 +49,7 @@ public final class LineClient: @unchecked Sendable {
             Glibc.close(fd)
             throw Failure(description: "connect to \(host):\(port) failed: errno \(errno)")
         }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        var timeout = timeval(tv_sec: timeoutSeconds * deadlineScale, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         self.socket = fd
