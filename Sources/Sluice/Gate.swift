@@ -131,7 +131,7 @@ public final class Gate: Service, Sendable {
 
     // MARK: - Requests
 
-    /// Prepares a request: computes its key and the loop that owns it.
+    /// Prepares a request: computes its key and the shard that owns it.
     ///
     /// - Parameters:
     ///   - plugin: the registered plugin that decides and runs it.
@@ -151,8 +151,7 @@ public final class Gate: Service, Sendable {
         let key = plugin.plugin.key(for: input)
         let shard = shardIndex(forKey: key)
         return GateRequest(
-            plugin: plugin, input: input, key: key, effectID: id ?? plugin.effectID, scope: scope ?? rootScope,
-            loop: shards[shard].loop, shardIndex: shard)
+            plugin: plugin, input: input, key: key, effectID: id, scope: scope ?? rootScope, shardIndex: shard)
     }
 
     /// Decides about `request` without suspending, on the calling thread (any thread: a
@@ -264,7 +263,7 @@ public final class Gate: Service, Sendable {
             decide(request, for: waiter)
         } else {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let accepted = request.loop.executeIfRunning {
+                let accepted = shard.loop.executeIfRunning {
                     self.decide(request, for: waiter)
                     continuation.resume()
                 }
@@ -285,9 +284,10 @@ public final class Gate: Service, Sendable {
     }
 
     private func enqueue<Plugin: GatePlugin>(_ request: GateRequest<Plugin>, for waiter: OutcomeWaiter<Plugin.Output>) {
-        if request.loop.inEventLoop {
+        let loop = shards[request.shardIndex].loop
+        if loop.inEventLoop {
             decide(request, for: waiter)
-        } else if !request.loop.executeIfRunning({ self.decide(request, for: waiter) }) {
+        } else if !loop.executeIfRunning({ self.decide(request, for: waiter) }) {
             waiter.resolve(.shuttingDown)
         }
     }

@@ -34,7 +34,7 @@ extension PluginLane {
         // the record runs it under the root scope, as the key's executions live.
         let request = GateRequest(
             plugin: handle, input: execution.input, key: execution.key, effectID: execution.effectID,
-            scope: GateScope(id: 0, parent: nil), loop: shard.loop, shardIndex: shard.index)
+            scope: GateScope(id: 0, parent: nil), shardIndex: shard.index)
         for waiter in [execution.leader] + execution.joiners {
             guard let entry = waiters[waiter] else { continue }
             guard let completion = entry.completion else {

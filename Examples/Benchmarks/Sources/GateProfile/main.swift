@@ -3,7 +3,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|runs|warm-runs|replay|pay|task|await [count]
+// Usage: gate-profile throttled|million|runs|warm-runs|replay|pay|chain|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -11,6 +11,7 @@ let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "profile")
 var plugins = PluginRegistry()
 let tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
 let pay = try plugins.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
+let chain = try plugins.register(try ChainedPlugin(), budget: .bytes(64 << 20))
 let gate = try Gate(group: group, plugins: plugins)
 let taps = (0..<(mode == "runs" ? count : 1_000)).map { gate.request(tap, mode == "runs" ? "fresh:\($0)" : "user:\($0)") }
 let pays = (0..<1_000).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0)", idem: "idem-\($0)", amount: 100)) }
@@ -66,6 +67,11 @@ case "million":
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)
+case "chain":
+    // As GateBenchmarks' "chain GCRA per account → GCRA per address → concurrency per account".
+    let calls = (0..<1_000).map { gate.request(chain, ChainedCall(account: "acct:\($0)", address: "10.0.\($0 / 256).\($0 % 256)")) }
+    await run(calls, calls.count, report: false)
+    await run(calls, count)
 case "replay":
     await run(pays, pays.count, report: false)
     while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
@@ -75,3 +81,32 @@ default:
     await run(taps, count)
 }
 group.shutdownGracefully()
+
+/// A request of ``ChainedPlugin``: an account and a client address.
+struct ChainedCall: Sendable {
+    let account: String
+    let address: String
+}
+
+/// As GateBenchmarks' plugin of the same name: a GCRA per account, a GCRA per address, at most
+/// four in flight per account, and an effect that runs in place.
+struct ChainedPlugin: GatePlugin {
+    let name = "chain"
+    let policy = GatePolicy.unrestricted
+    let limits: [LimitStage<ChainedCall>]
+
+    init() throws {
+        let rate = try RateLimitOptions(count: 1_000_000_000, per: .seconds(1), burst: 1_000_000)
+        limits = [
+            try .rate("account", rate) { $0.account },
+            try .rate("address", rate) { $0.address },
+            try .concurrency("account-in-flight", limit: 4) { $0.account },
+        ]
+    }
+
+    func key(for input: ChainedCall) -> String { input.account }
+
+    func run(_ input: ChainedCall, context: EffectContext) async throws {}
+
+    func runImmediately(_ input: ChainedCall, context: EffectContext) throws -> Void? { () }
+}
