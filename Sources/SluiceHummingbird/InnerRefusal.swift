@@ -32,17 +32,23 @@ enum InnerRefusal {
         marker?.mark()
     }
 
-    /// The answer of a rate limit or throttle with fields `limits` that refuses a request with
-    /// `outcome` (anything but `.ran`), marked: its 429 or 503 carries `RateLimit-Policy` and
-    /// `RateLimit` (`r=0`, `t` the `Retry-After` it gives, else 1 s) like every answer it governs.
-    static func refuse(_ outcome: GateOutcome<Void>, limits: RateLimitFields) -> Response {
+    /// The response of a rate limit or throttle whose refusals are `refusals` to a request it
+    /// refuses with `outcome` (anything but `.ran`), marked.
+    static func refuse(_ outcome: GateOutcome<Void>, with refusals: RefusalResponses) -> Response {
         mark()
+        return refusals.made(for: outcome).response
+    }
+
+    /// The answer of a rate limit or throttle with fields `limits` that refuses a request with
+    /// `outcome` (anything but `.ran`): its 429 or 503 carries `RateLimit-Policy` and
+    /// `RateLimit` (`r=0`, `t` the `Retry-After` it gives, else 1 s) like every answer it governs.
+    static func answer(_ outcome: GateOutcome<Void>, limits: RateLimitFields) -> HTTPAnswer {
         var answer = HTTPOutcomeMapping.answer(for: outcome, limits: limits)
         if answer.fields[.rateLimitPolicy] == nil {
             let seconds = answer.fields[.retryAfter].flatMap { Int($0) } ?? 1
             limits.add(to: &answer.fields, remaining: 0, reset: .seconds(seconds))
         }
-        return answer.response
+        return answer
     }
 }
 #endif

@@ -59,11 +59,11 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             rule.fields.add(to: &fields, remaining: 0, reset: refusal.rateLimit?.resetAfter ?? .zero)
         case .limited, .throttled:
             // The route does not run: an idempotency middleware in front releases its record.
-            return InnerRefusal.refuse(outcome, limits: rule.fields)
+            return InnerRefusal.refuse(outcome, with: rule.refusals)
         default:
             // Undecided (busy, the store unavailable, shutting down, cancelled): shadow mode
             // never refuses, so the request passes, counted; otherwise it is refused, 503.
-            guard rule.shadowMode else { return InnerRefusal.refuse(outcome, limits: rule.fields) }
+            guard rule.shadowMode else { return InnerRefusal.refuse(outcome, with: rule.refusals) }
             rule.shadowUndecided.increment()
             fields[.rateLimitPolicy] = rule.fields.policyValue
         }

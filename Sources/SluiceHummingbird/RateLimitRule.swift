@@ -12,6 +12,8 @@ public struct RateLimitRule: Sendable {
     let handle: PluginHandle<KeyRulePlugin>
     /// The `RateLimit-Policy` and `RateLimit` fields of the rule.
     public let fields: RateLimitFields
+    /// The answers it refused with lately, kept to answer a flood without making each again.
+    let refusals: RefusalResponses
     /// The limit.
     public let limit: RateLimitOptions
     /// Whether the rule only reports: a request over the limit gets the fields (and is counted
@@ -47,6 +49,7 @@ public struct RateLimitRule: Sendable {
         try RuleName.check(name)
         handle = try plugins.register(KeyRulePlugin(name: name, policy: .rateLimit(limit)), budget: budget, store: store)
         fields = .gcra(name: name, options: limit)
+        refusals = RefusalResponses(limits: fields)
         self.limit = limit
         self.shadowMode = shadowMode
         shadowLimited = PluginCounter("\(name)_shadow_limited")

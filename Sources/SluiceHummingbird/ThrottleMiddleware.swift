@@ -51,7 +51,7 @@ public struct ThrottleMiddleware<Context: RequestContext>: RouterMiddleware {
         if let refusal = RuleKey.refusal(for: key) { return refusal }
         let outcome = await rule.decide(key, on: gate)
         // The route does not run: an idempotency middleware in front releases its record.
-        guard case .ran = outcome else { return InnerRefusal.refuse(outcome, limits: rule.fields) }
+        guard case .ran = outcome else { return InnerRefusal.refuse(outcome, with: rule.refusals) }
         return try await FieldsAddedError.adding(ranFields) { try await next(request, context) }
     }
 }

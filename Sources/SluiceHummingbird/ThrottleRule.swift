@@ -9,6 +9,8 @@ public struct ThrottleRule: Sendable {
     let handle: PluginHandle<KeyRulePlugin>
     /// The fields of the rule: `RateLimit-Policy: "<name>";q=1;w=<window>`.
     public let fields: RateLimitFields
+    /// The answers it refused with lately, kept to answer a flood without making each again.
+    let refusals: RefusalResponses
     /// The window.
     public let window: Duration
 
@@ -41,6 +43,7 @@ public struct ThrottleRule: Sendable {
             throw GateError(code: .invalidConfiguration, message: "\(error)", value: name)
         }
         fields = .throttle(name: name, window: window)
+        refusals = RefusalResponses(limits: fields)
         self.window = window
     }
 
