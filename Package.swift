@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "SluiceSearch", targets: ["SluiceSearch"]),
         .library(name: "SluiceRateLimit", targets: ["SluiceRateLimit"]),
         .library(name: "SluicePage", targets: ["SluicePage"]),
+        .library(name: "SluiceBuiltInCodecs", targets: ["SluiceBuiltInCodecs"]),
         .library(name: "SluiceRedis", targets: ["SluiceRedis"]),
         .library(name: "SluicePaymentRedisLedger", targets: ["SluicePaymentRedisLedger"]),
         .executable(name: "sluice-echo", targets: ["SluiceEcho"]),
@@ -131,7 +132,7 @@ let package = Package(
         .target(
             name: "SluiceLineProtocol",
             dependencies: [
-                "Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+                "Sluice",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,13 +142,25 @@ let package = Package(
         .target(
             name: "SluiceHTTP",
             dependencies: [
-                "Sluice", "SluiceLibevent", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+                "Sluice", "SluiceLibevent",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+
+        // MARK: The built-in plugins' codecs, one per front (a user's own codec is a peer of these)
+        .target(
+            name: "SluiceBuiltInCodecs",
+            dependencies: [
+                "Sluice", "SluiceLibevent", "SluiceLineProtocol", "SluiceHTTP",
+                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Plugins/Codecs",
+            exclude: ["README.md"]
         ),
 
         // MARK: Framework middleware (the `Hummingbird` trait)
@@ -165,8 +178,8 @@ let package = Package(
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
-                "SluiceRateLimit", "SluicePage", "SluiceRedis", "SluicePaymentRedisLedger",
+                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
+                "SluiceSearch", "SluiceRateLimit", "SluicePage", "SluiceRedis", "SluicePaymentRedisLedger",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -246,8 +259,9 @@ let package = Package(
         .testTarget(
             name: "SluiceTests",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceButtonTap", "SluicePayment", "SluiceSearch",
-                "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport", "SluiceEmbeddingExample",
+                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
+                "SluiceSearch", "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport",
+                "SluiceEmbeddingExample",
                 "SluiceRedis", "SluicePaymentRedisLedger",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),

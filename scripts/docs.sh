@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceHTTP SluiceTesting SluicePluginTesting
-    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceRedis SluicePaymentRedisLedger SluiceHummingbird)
+    SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceBuiltInCodecs SluiceRedis SluicePaymentRedisLedger SluiceHummingbird)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 
 failed=()

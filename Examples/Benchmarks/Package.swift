@@ -88,6 +88,7 @@ let package = Package(
                 .product(name: "SluiceButtonTap", package: "Sluice"),
                 .product(name: "SluicePayment", package: "Sluice"),
                 .product(name: "SluiceLineProtocol", package: "Sluice"),
+                .product(name: "SluiceBuiltInCodecs", package: "Sluice"),
             ],
             path: "Benchmarks/GateBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

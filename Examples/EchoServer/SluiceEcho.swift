@@ -4,6 +4,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceButtonTap
 import SluiceHTTP
 import SluiceLineProtocol

@@ -1,6 +1,7 @@
 import HTTPTypes
 import RawStructuredFieldValues
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceButtonTap
 import SluiceCore
 import SluiceHTTP

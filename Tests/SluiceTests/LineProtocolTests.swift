@@ -1,4 +1,5 @@
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceButtonTap
 import SluiceLineProtocol
 import SluicePage

@@ -1,4 +1,5 @@
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceLineProtocol
 import SluicePayment
 import SluicePluginTesting

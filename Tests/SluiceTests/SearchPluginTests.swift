@@ -1,4 +1,5 @@
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceLineProtocol
 import SluicePluginTesting
 import SluiceSearch

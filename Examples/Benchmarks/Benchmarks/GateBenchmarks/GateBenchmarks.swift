@@ -1,5 +1,6 @@
 import Benchmark
 import Sluice
+import SluiceBuiltInCodecs
 import SluiceButtonTap
 import SluiceLineProtocol
 import SluicePayment

@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLineProtocol
 import SluiceSearch
 
 /// `SEARCH <key> <query>` (query: the rest of the line, no CR) → `OK results=<query>` ·

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Sluice
+import SluiceHTTP
 import SluiceLibevent
 import SluiceRateLimit
 

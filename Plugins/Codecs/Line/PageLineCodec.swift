@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLineProtocol
 import SluicePage
 
 /// `PAGE <key> <n>` → `OK page=<n> items=<id>,<id>,… shared=<true|false>` (`shared=false` for

@@ -1,5 +1,6 @@
 import Sluice
 import SluiceButtonTap
+import SluiceLineProtocol
 
 /// `TAP <key>` → `OK tap=<n>` (n: this key's taps that ran) · `THROTTLED retry-after-ms=<n>`.
 public struct TapLineCodec: LineCodec {

@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLineProtocol
 import SluicePayment
 
 /// `PAY <key> <idem> <amount>` → `OK charge=<cid>` · `DECLINED reason=<r>` · either with

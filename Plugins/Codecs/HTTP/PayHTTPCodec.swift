@@ -1,6 +1,7 @@
 import HTTPTypes
 import Sluice
 import SluiceCore
+import SluiceHTTP
 import SluiceLibevent
 import SluicePayment
 

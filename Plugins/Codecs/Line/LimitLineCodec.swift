@@ -1,4 +1,5 @@
 import Sluice
+import SluiceLineProtocol
 import SluiceRateLimit
 
 /// `LIMIT <key> [<cost>]` → `OK limit=<n> remaining=<n> reset-ms=<n>` ·
