@@ -14,7 +14,7 @@ import SluiceCore
 /// ```swift
 /// struct Like: GatePlugin {
 ///     let name = "like"
-///     let policy = GatePolicy.throttle(.buttonTap)
+///     let policy = GatePolicy.throttle(.buttonTap)  // SluiceButtonTap's preset: one a second
 ///     func key(for postID: String) -> String { postID }
 ///     func run(_ postID: String, context: EffectContext) async throws -> Int {
 ///         context.incrementTally()

@@ -50,10 +50,6 @@ public struct ThrottleOptions: Hashable, Sendable {
         self.whenFull = whenFull
         self.intervalNanos = interval.nanosecondsClamped
     }
-
-    /// A button tap: leading only, one run per second; taps inside the second are dropped with a
-    /// `retryAfter`.
-    public static let buttonTap = try! ThrottleOptions(interval: .seconds(1))
 }
 
 /// Options of a ``DebounceState`` / ``Debounce``: run once the key has been quiet for `quiet`.
@@ -97,10 +93,6 @@ public struct DebounceOptions: Hashable, Sendable {
         self.quietNanos = quiet.nanosecondsClamped
         self.maxWaitNanos = maxWait?.nanosecondsClamped ?? .max
     }
-
-    /// Search-as-you-type: run the latest query 100 ms after typing stops, and at least once a
-    /// second while typing continues.
-    public static let search = try! DebounceOptions(quiet: .milliseconds(100), maxWait: .seconds(1))
 }
 
 /// Options of a ``RateLimitState`` / ``RateLimit`` (GCRA, as redis-cell's `CL.THROTTLE`):
@@ -161,9 +153,6 @@ public struct RateLimitOptions: Hashable, Sendable {
 
     /// redis-cell's `limit` field: `burst + 1`.
     public var limit: Int { burst + 1 }
-
-    /// An echo connection: 100 lines per second sustained, bursts of 20.
-    public static let perConnectionEcho = try! RateLimitOptions(count: 100, per: .seconds(1), burst: 20)
 }
 
 /// Options of an ``IdempotencyTable``: exactly-once execution per record key.
@@ -221,13 +210,4 @@ public struct IdempotencyOptions: Hashable, Sendable {
         self.retentionNanos = retention.nanosecondsClamped
         self.leaseNanos = lease.nanosecondsClamped
     }
-
-    /// Payments: records kept 24 hours, a 30 s lease, duplicates join the running charge, and
-    /// declined charges are replayed like successful ones.
-    public static let payment = try! IdempotencyOptions(
-        retention: .seconds(24 * 60 * 60),
-        lease: .seconds(30),
-        concurrent: .join,
-        cacheErrors: true
-    )
 }

@@ -4,7 +4,7 @@
 ///
 /// - A *window* opens when an event runs at its leading edge, when a trailing run happens, or (trailing
 ///   only) when the first event arrives while no window is open. It lasts `interval`.
-/// - **Leading only** (``ThrottleOptions/buttonTap``): an event at `t` runs iff nothing ran in
+/// - **Leading only** (a button tap's throttle): an event at `t` runs iff nothing ran in
 ///   `(t − I, t]`; otherwise it is dropped with `retryAfter = lastRun + I − t`. No timers.
 /// - **With trailing**: an event inside an open window is *held*; the policy requests a timer at the
 ///   window's end. With ``ThrottleOptions/TrailingDelivery/latest`` a newer event supersedes the held

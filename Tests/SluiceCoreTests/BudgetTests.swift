@@ -52,7 +52,7 @@ import Testing
 
     @Test func aKeyLargerThanTheWholeBudgetIsRefusedNotATrap() throws {
         let budget = MemoryBudget.bytes(800)
-        var table = try ThrottleTable<String>(options: .buttonTap, budget: budget)
+        var table = try ThrottleTable<String>(options: try ThrottleOptions(interval: .seconds(1)), budget: budget)
         #expect(throws: SluiceError.self) {
             _ = try table.event(EventToken(1), key: String(repeating: "k", count: 1_000), now: .zero)
         }

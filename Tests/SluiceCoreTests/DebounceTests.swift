@@ -33,8 +33,13 @@ import Testing
         #expect(outcome.dropped == c.dropped)
     }
 
-    @Test func searchPreset() {
-        var search = Debounce(options: .search)
+    /// Search-as-you-type: quiet for 100 ms, at most a second of waiting.
+    static func searchOptions() throws -> DebounceOptions {
+        try DebounceOptions(quiet: .milliseconds(100), maxWait: .seconds(1))
+    }
+
+    @Test func searchAsYouType() throws {
+        var search = Debounce(options: try Self.searchOptions())
         #expect(search.event(EventToken(1), now: .ms(0)) == .hold(schedule: .ms(100), superseded: nil))
         #expect(search.event(EventToken(2), now: .ms(60)) == .hold(schedule: nil, superseded: EventToken(1)))
         // The timer at 100 is stale: the quiet period now ends at 160.
@@ -45,9 +50,9 @@ import Testing
     }
 
     /// Typing every 50 ms for 3 s: the latest query still runs at least once per second.
-    @Test func searchMaxWaitUnderContinuousTyping() {
+    @Test func searchMaxWaitUnderContinuousTyping() throws {
         let input = String(repeating: "q", count: 60) + "|"
-        let outcome = runMarble(input, Debounce(options: .search), tick: .milliseconds(50))
+        let outcome = runMarble(input, Debounce(options: try Self.searchOptions()), tick: .milliseconds(50))
         let runTicks = outcome.output.enumerated().filter { $0.element == "q" }.map(\.offset)
         // maxWait runs at 1 s and 2 s; the last key (2.95 s) runs at 3 s, when maxWait (from the 2 s
         // run) comes before its quiet end (3.05 s).

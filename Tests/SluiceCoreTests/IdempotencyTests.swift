@@ -103,11 +103,4 @@ import Testing
         #expect(try t.begin(key: "b", fingerprint: "f", token: EventToken(6), now: .ms(60_002)) == .execute(takeover: nil))
     }
 
-    @Test func paymentPreset() {
-        let payment = IdempotencyOptions.payment
-        #expect(payment.retention == .seconds(86_400))
-        #expect(payment.lease == .seconds(30))
-        #expect(payment.concurrent == .join)
-        #expect(payment.cacheErrors)
-    }
 }

@@ -139,7 +139,7 @@ struct Expiring: KeyedState, Hashable, Sendable {
         // The largest capacity whose entries and index fit.
         #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity) <= 64 << 20)
         #expect(KeyTable<String, ThrottleState>.estimatedBytes(capacity: capacity + 1) > 64 << 20)
-        let table = try ThrottleTable<String>(options: .buttonTap, budget: .bytes(64 << 20))
+        let table = try ThrottleTable<String>(options: try ThrottleOptions(interval: .seconds(1)), budget: .bytes(64 << 20))
         #expect(table.table.capacity == capacity)
         // Both limits: the smaller wins.
         #expect(KeyTable<String, ThrottleState>.capacity(for: MemoryBudget(entries: 10, bytes: 64 << 20)) == 10)

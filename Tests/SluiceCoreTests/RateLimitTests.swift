@@ -81,8 +81,9 @@ import Testing
         #expect(MemoryLayout<RateLimitState>.size == 8)
     }
 
-    @Test func echoPreset() {
-        var limiter = RateLimit(options: .perConnectionEcho)
+    /// 100 per second with a burst of 20: 21 back to back, then one per 10 ms.
+    @Test func aBurstOfTwentyAllowsTwentyOneBackToBack() throws {
+        var limiter = RateLimit(options: try RateLimitOptions(count: 100, per: .seconds(1), burst: 20))
         var allowed = 0
         for _ in 0..<100 where limiter.check(now: .ms(0)).allowed { allowed += 1 }
         #expect(allowed == 21)

@@ -129,14 +129,6 @@ import Testing
             #expect(error.description.hasPrefix("SluiceError(invalidOption)"))
         }
     }
-
-    @Test func presets() {
-        #expect(ThrottleOptions.buttonTap.interval == .seconds(1))
-        #expect(ThrottleOptions.buttonTap.leading && !ThrottleOptions.buttonTap.trailing)
-        #expect(DebounceOptions.search.quiet == .milliseconds(100))
-        #expect(DebounceOptions.search.maxWait == .seconds(1))
-        #expect(RateLimitOptions.perConnectionEcho.limit == 21)
-    }
 }
 
 /// `tree.start(token)` outside `#expect` (the macro cannot capture a mutating call).

@@ -35,8 +35,8 @@ import Testing
     }
 
     /// The leading-throttle rule: an event at t runs iff nothing ran in (t − I, t]; otherwise retryAfter = lastRun + I − t.
-    @Test func buttonTapRetryAfter() {
-        var tap = Throttle(options: .buttonTap)
+    @Test func buttonTapRetryAfter() throws {
+        var tap = Throttle(options: try ThrottleOptions(interval: .seconds(1)))
         #expect(tap.event(EventToken(1), now: .ms(1_000)) == .run)
         #expect(tap.event(EventToken(2), now: .ms(1_250)) == .drop(retryAfter: .milliseconds(750)))
         #expect(tap.event(EventToken(3), now: .ms(1_999)) == .drop(retryAfter: .milliseconds(1)))
@@ -93,10 +93,10 @@ import Testing
         #expect(outcome.output.first == "-")
     }
 
-    @Test func idleStateExpires() {
+    @Test func idleStateExpires() throws {
         var state = ThrottleState()
         #expect(state.isIdle(at: .zero))
-        _ = state.event(EventToken(1), now: .ms(10), options: .buttonTap)
+        _ = state.event(EventToken(1), now: .ms(10), options: try ThrottleOptions(interval: .seconds(1)))
         #expect(!state.isIdle(at: .ms(1_009)))
         #expect(state.isIdle(at: .ms(1_010)))
         #expect(MemoryLayout<ThrottleState>.size <= 24)

@@ -15,6 +15,12 @@ import Testing
         return try LineHarness(plugins: plugins, verbs: verbs)
     }
 
+    @Test func theButtonTapPresetRunsOneTapASecondOnItsLeadingEdge() throws {
+        #expect(ThrottleOptions.buttonTap.interval == .seconds(1))
+        #expect(ThrottleOptions.buttonTap.leading && !ThrottleOptions.buttonTap.trailing)
+        #expect(try ButtonTapPlugin().policy == .throttle(.buttonTap))
+    }
+
     @Test func firstTapInAWindowRunsTheOthersAreThrottledToItsEnd() async throws {
         let harness = try harness()
         defer { harness.shutdown() }

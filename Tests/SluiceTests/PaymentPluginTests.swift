@@ -20,6 +20,14 @@ import Testing
         reply?.split(separator: " ").first { $0.hasPrefix("charge=") }.map(String.init)
     }
 
+    @Test func thePaymentPresetKeepsRecordsADayAndJoinsDuplicates() {
+        let payment = IdempotencyOptions.payment
+        #expect(payment.retention == .seconds(86_400))
+        #expect(payment.lease == .seconds(30))
+        #expect(payment.concurrent == .join)
+        #expect(payment.cacheErrors)
+    }
+
     @Test func chargesOnceAndReplaysWithTheSameCharge() async throws {
         let harness = try harness()
         defer { harness.shutdown() }

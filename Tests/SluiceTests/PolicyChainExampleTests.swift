@@ -1,4 +1,5 @@
 import Sluice
+import SluicePayment
 import SluicePluginTesting
 import Testing
 

@@ -1,4 +1,5 @@
 import Sluice
+import SluiceButtonTap
 import SluicePluginTesting
 import Synchronization
 import Testing

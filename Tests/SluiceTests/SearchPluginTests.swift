@@ -15,6 +15,11 @@ import Testing
         return try LineHarness(plugins: plugins, verbs: verbs)
     }
 
+    @Test func theSearchPresetWaitsForAQuietTenthOfASecondAndAtMostASecond() {
+        #expect(DebounceOptions.search.quiet == .milliseconds(100))
+        #expect(DebounceOptions.search.maxWait == .seconds(1))
+    }
+
     @Test func aBurstRunsOnlyItsLastSearch() async throws {
         let harness = try harness()
         defer { harness.shutdown() }

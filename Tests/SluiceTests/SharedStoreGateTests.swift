@@ -3,6 +3,7 @@ import SluiceButtonTap
 import SluicePayment
 import SluicePluginTesting
 import SluiceRateLimit
+import SluiceSearch
 import SluiceTestSupport
 import Testing
 
