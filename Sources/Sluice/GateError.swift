@@ -2,12 +2,19 @@
 /// swift-service-lifecycle's `ServiceGroupError`).
 public struct GateError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, as a stable, comparable code.
+    ///
+    /// The gate's own codes are here; a front adds the codes of its own words (the line front's
+    /// `reservedVerb`, the HTTP front's `reservedPath`) where they are defined.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
+
+        /// A code named `name`, for the modules of this package that add their own.
+        package init(name: String) {
+            self.name = name
+        }
+
         /// Two plugins (or two front routes) claim the same name or verb.
         public static let duplicatePlugin = Code(name: "duplicatePlugin")
-        /// A front route claims a verb the front answers itself.
-        public static let reservedVerb = Code(name: "reservedVerb")
         /// A plugin's name (or a front route's verb) is malformed.
         public static let invalidPlugin = Code(name: "invalidPlugin")
         /// An option is out of range, or a budget too small for a table.

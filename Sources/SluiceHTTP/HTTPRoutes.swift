@@ -20,7 +20,7 @@ public struct HTTPRoutes: Sendable {
     /// Adds `codec`'s route for `plugin`'s requests.
     ///
     /// - Throws: `GateError` with code `.duplicatePlugin` when the method and path are taken,
-    ///   `.reservedVerb` for a path the front answers itself, `.invalidPlugin` for a path that
+    ///   `.reservedPath` for a path the front answers itself, `.invalidPlugin` for a path that
     ///   does not start with `/`.
     @inlinable
     public mutating func register<Codec: HTTPCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(GateError) {
@@ -29,7 +29,7 @@ public struct HTTPRoutes: Sendable {
             throw GateError(code: .invalidPlugin, message: "a route path starts with / and has no spaces or ?", value: path)
         }
         guard !HTTPRoutes.reservedPaths.contains(path) else {
-            throw GateError(code: .reservedVerb, message: "the front answers this path itself", value: path)
+            throw GateError(code: .reservedPath, message: "the front answers this path itself", value: path)
         }
         let method = codec.method.rawValue
         if routes.contains(where: { $0.path == path && $0.method == method }) {
@@ -84,4 +84,9 @@ struct HTTPRoute: Sendable {
             session.route(request, rest: rest, sequence: sequence, context: context, codec: codec, plugin: plugin)
         }
     }
+}
+
+extension GateError.Code {
+    /// An HTTP codec claims a path the HTTP front answers itself (``HTTPRoutes/reservedPaths``).
+    public static let reservedPath = GateError.Code(name: "reservedPath")
 }

@@ -66,3 +66,8 @@ struct LineRoute: Sendable {
         self.handle = { session, line, parsed in session.route(line, parsed, codec: codec, plugin: plugin) }
     }
 }
+
+extension GateError.Code {
+    /// A line codec claims a verb the line server answers itself (``LineVerbs/reservedVerbs``).
+    public static let reservedVerb = GateError.Code(name: "reservedVerb")
+}
