@@ -226,7 +226,11 @@ struct SluiceEcho: AsyncParsableCommand {
         do {
             try lineConfiguration.validate()
             if httpPort != 0 { try httpConfiguration.validate() }
-            _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
+            do {
+                _ = try RateLimitPlugin(count: limitRate, per: .milliseconds(limitPeriodMilliseconds), burst: limitBurst)
+            } catch {
+                throw ValidationError("LIMIT: \(error.message) (got \(error.value))")
+            }
             do {
                 _ = try payLimits()
             } catch {
@@ -234,10 +238,8 @@ struct SluiceEcho: AsyncParsableCommand {
             }
             if let redis { _ = try RedisEndpoint(url: redis) }
             if let processorLedger { _ = try RedisEndpoint(url: processorLedger) }
-        } catch let error as GateError {
-            throw ValidationError("\(error.message) (got \(error.value))")
         } catch let error as SluiceError {
-            throw ValidationError("LIMIT: \(error.message) (got \(error.value))")
+            throw ValidationError("\(error.message) (got \(error.value))")
         }
     }
 

@@ -67,14 +67,14 @@ public final class Gate: Service, Sendable {
     ///   - options: sweeps and the shutdown grace period.
     ///   - logger: where the gate logs.
     ///   - clock: makes each shard's clock from its loop (tests pass a manual one).
-    /// - Throws: ``GateError`` for bad options or a plugin budget too small for its table.
+    /// - Throws: `SluiceError` for bad options or a plugin budget too small for its table.
     public init(
         group: SluiceLoopGroup,
         plugins: PluginRegistry,
         options: GateOptions = GateOptions(),
         logger: Logger = Logger(label: "sluice.gate"),
         clock: @Sendable (SluiceLoop) -> any GateClock = { LoopGateClock(loop: $0) }
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try options.validate()
         self.group = group
         self.options = options
@@ -88,20 +88,16 @@ public final class Gate: Service, Sendable {
         let epochWatches = plugins.plugins.map { StoreEpochWatch(plugin: $0.name, logger: logger) }
         let shardCount = group.loops.count
         var shards: [GateShard] = []
-        do {
-            // Each stage of a plugin's limits keeps its keys in one table for all the shards, an
-            // eighth the size of the plugin's budget.
-            let limits = try plugins.plugins.map { (plugin) throws(SluiceError) -> PluginLimits in
-                try PluginLimits(stages: plugin.limitStages, budget: plugin.budget.eighth, shards: shardCount)
-            }
-            for (index, loop) in group.loops.enumerated() {
-                shards.append(
-                    try GateShard(
-                        loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins, epochWatches: epochWatches,
-                        limits: limits, shardCount: shardCount, options: options, counters: counters))
-            }
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
+        // Each stage of a plugin's limits keeps its keys in one table for all the shards, an
+        // eighth the size of the plugin's budget.
+        let limits = try plugins.plugins.map { (plugin) throws(SluiceError) -> PluginLimits in
+            try PluginLimits(stages: plugin.limitStages, budget: plugin.budget.eighth, shards: shardCount)
+        }
+        for (index, loop) in group.loops.enumerated() {
+            shards.append(
+                try GateShard(
+                    loop: loop, clock: clock(loop), index: index, plugins: plugins.plugins, epochWatches: epochWatches,
+                    limits: limits, shardCount: shardCount, options: options, counters: counters))
         }
         self.shards = shards
         for shard in shards {

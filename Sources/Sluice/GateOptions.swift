@@ -38,18 +38,18 @@ public struct GateOptions: Sendable, Hashable {
     }
 
     /// Checks every option.
-    public func validate() throws(GateError) {
+    public func validate() throws(SluiceError) {
         guard shutdownGracePeriod >= .zero else {
-            throw GateError(code: .invalidConfiguration, message: "the shutdown grace period cannot be negative", value: "\(shutdownGracePeriod)")
+            throw SluiceError(code: .invalidOption, message: "the shutdown grace period cannot be negative", value: "\(shutdownGracePeriod)")
         }
         guard sweepInterval > .zero else {
-            throw GateError(code: .invalidConfiguration, message: "the sweep interval must be positive", value: "\(sweepInterval)")
+            throw SluiceError(code: .invalidOption, message: "the sweep interval must be positive", value: "\(sweepInterval)")
         }
         guard shutdownSettleTimeout >= .zero else {
-            throw GateError(code: .invalidConfiguration, message: "the shutdown settle timeout cannot be negative", value: "\(shutdownSettleTimeout)")
+            throw SluiceError(code: .invalidOption, message: "the shutdown settle timeout cannot be negative", value: "\(shutdownSettleTimeout)")
         }
         guard sweepBatch >= 1 else {
-            throw GateError(code: .invalidConfiguration, message: "a sweep examines at least one entry", value: "\(sweepBatch)")
+            throw SluiceError(code: .invalidOption, message: "a sweep examines at least one entry", value: "\(sweepBatch)")
         }
     }
 }

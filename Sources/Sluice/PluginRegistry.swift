@@ -28,8 +28,8 @@ public struct PluginRegistry: Sendable {
     ///   - store: where its policy's state lives: this process's memory (the default), or a
     ///     ``SharedStore`` several instances share (see ``PluginStore``).
     /// - Returns: the handle to submit requests with.
-    /// - Throws: ``GateError`` with code `.duplicatePlugin` when the name is taken,
-    ///   `.invalidPlugin` for an empty or malformed name, `.invalidConfiguration` when a
+    /// - Throws: `SluiceError` with code `.duplicatePlugin` when the name is taken,
+    ///   `.invalidPlugin` for an empty or malformed name, `.invalidOption` when a
     ///   shared store cannot hold the plugin's policy (see ``PluginStore``), or `.registryInUse`
     ///   once a gate was made from the registry (it would not know the plugin).
     @discardableResult
@@ -38,19 +38,19 @@ public struct PluginRegistry: Sendable {
         budget: MemoryBudget = .bytes(16 << 20),
         tallyBudget: MemoryBudget = .bytes(4 << 20),
         store: PluginStore = .memory
-    ) throws(GateError) -> PluginHandle<Plugin> {
+    ) throws(SluiceError) -> PluginHandle<Plugin> {
         let name = plugin.name
         if identity.isInUse {
-            throw GateError(
+            throw SluiceError(
                 code: .registryInUse,
                 message: "a gate was made from this registry already and would not know the plugin: register every plugin before making the gate",
                 value: name)
         }
         guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw GateError(code: .invalidPlugin, message: "a plugin name is 1 to 64 visible ASCII characters", value: name)
+            throw SluiceError(code: .invalidPlugin, message: "a plugin name is 1 to 64 visible ASCII characters", value: name)
         }
         if plugins.contains(where: { $0.name == name }) {
-            throw GateError(code: .duplicatePlugin, message: "a plugin with this name is registered", value: name)
+            throw SluiceError(code: .duplicatePlugin, message: "a plugin with this name is registered", value: name)
         }
         if store.shared != nil {
             switch plugin.policy {
@@ -60,23 +60,19 @@ public struct PluginRegistry: Sendable {
                 break
             case .idempotent:
                 guard StoredResult.canStore(Plugin.Output.self) else {
-                    throw GateError(
-                        code: .invalidConfiguration,
+                    throw SluiceError(
+                        code: .invalidOption,
                         message: "an idempotent plugin on a shared store needs a Codable output (the store keeps its results)",
                         value: name)
                 }
             default:
-                throw GateError(
-                    code: .invalidConfiguration,
+                throw SluiceError(
+                    code: .invalidOption,
                     message: "a shared store holds leading throttles, rate limits and idempotency records only",
                     value: "\(name): \(plugin.policy)")
             }
         }
-        do {
-            _ = try store.localPolicy(for: plugin.policy)
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
-        }
+        _ = try store.localPolicy(for: plugin.policy)
         let handle = PluginHandle(plugin: plugin, index: plugins.count, registry: identity)
         plugins.append(RegisteredPlugin(handle: handle, budget: budget, tallyBudget: tallyBudget, store: store))
         return handle

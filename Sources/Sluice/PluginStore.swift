@@ -27,12 +27,12 @@ public struct PluginStore: Sendable {
 
     /// A shared store, used by `instances` processes, falling back as `whenUnavailable` says.
     ///
-    /// - Throws: ``GateError`` with code `.invalidConfiguration` when `instances` is below 1.
+    /// - Throws: `SluiceError` with code `.invalidOption` when `instances` is below 1.
     public static func shared(
         _ store: any SharedStore, whenUnavailable: StoreFailureMode = .closed, instances: Int = 1
-    ) throws(GateError) -> PluginStore {
+    ) throws(SluiceError) -> PluginStore {
         guard instances >= 1 else {
-            throw GateError(code: .invalidConfiguration, message: "the number of instances must be at least 1", value: "\(instances)")
+            throw SluiceError(code: .invalidOption, message: "the number of instances must be at least 1", value: "\(instances)")
         }
         return PluginStore(shared: store, whenUnavailable: whenUnavailable, instances: instances)
     }

@@ -1,37 +1,31 @@
-/// An error raised by SluiceCore: invalid options, or a table that cannot take a new key.
+/// The error of every Sluice layer: invalid options and configurations, a table that cannot take
+/// a new key, a loop or a listener that could not start, a plugin or a route that cannot be
+/// registered.
 ///
 /// Modelled on swift-service-lifecycle's `ServiceGroupError`: a stable ``Code`` to switch on, a
-/// human-readable ``message`` and the offending ``value`` rendered as text.
+/// human-readable ``message`` and the offending ``value`` rendered as text. The codes of this
+/// module are below; each layer adds the codes of its own words where they are defined (the
+/// loop's `bindFailed`, the gate's `duplicatePlugin`, the line front's `reservedVerb`, …), so
+/// one `catch let error as SluiceError` sees them all.
 public struct SluiceError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, as a stable, comparable code.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        @usableFromInline
-        enum Base: Hashable, Sendable {
-            case invalidOption
-            case tableBusy
-            case unknownScope
+        private let name: String
+
+        /// A code named `name`, for the modules of this package that add their own.
+        package init(name: String) {
+            self.name = name
         }
 
-        @usableFromInline
-        let base: Base
-
-        @inlinable
-        init(_ base: Base) { self.base = base }
-
-        /// An option was out of range (an interval ≤ 0, a burst < 0, a budget too small…).
-        public static let invalidOption = Code(.invalidOption)
+        /// An option was out of range (an interval ≤ 0, a burst < 0, a budget too small for a
+        /// table, a port out of range…).
+        public static let invalidOption = Code(name: "invalidOption")
         /// A table that refuses rather than evicts (idempotency) is full of live records.
-        public static let tableBusy = Code(.tableBusy)
+        public static let tableBusy = Code(name: "tableBusy")
         /// A cancellation scope was used after it was closed, or never existed.
-        public static let unknownScope = Code(.unknownScope)
+        public static let unknownScope = Code(name: "unknownScope")
 
-        public var description: String {
-            switch base {
-            case .invalidOption: "invalidOption"
-            case .tableBusy: "tableBusy"
-            case .unknownScope: "unknownScope"
-            }
-        }
+        public var description: String { name }
     }
 
     /// The error's code.

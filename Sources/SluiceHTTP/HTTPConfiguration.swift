@@ -100,11 +100,11 @@ public struct HTTPConfiguration: Sendable, Hashable {
             reusePort: reusePort)
     }
 
-    /// Checks every field; throws `GateError` (`.invalidConfiguration`) naming the first one
+    /// Checks every field; throws `SluiceError` (`.invalidOption`) naming the first one
     /// out of range.
-    public func validate() throws(GateError) {
-        func fail(_ message: String, _ input: some CustomStringConvertible) throws(GateError) {
-            throw GateError(code: .invalidConfiguration, message: message, value: input.description)
+    public func validate() throws(SluiceError) {
+        func fail(_ message: String, _ input: some CustomStringConvertible) throws(SluiceError) {
+            throw SluiceError(code: .invalidOption, message: message, value: input.description)
         }
         if !(0...65535).contains(port) { try fail("port must be 0...65535", port) }
         if !(256...(1 << 20)).contains(maximumHeadBytes) { try fail("maximumHeadBytes must be 256 B to 1 MiB", maximumHeadBytes) }
@@ -114,10 +114,6 @@ public struct HTTPConfiguration: Sendable, Hashable {
             try fail("\(name) must be 1 ms to 1 day", value)
         }
         if !(1...100_000).contains(maximumInFlight) { try fail("maximumInFlight must be 1 to 100000", maximumInFlight) }
-        do {
-            try tcp.validate()
-        } catch {
-            try fail(error.message, error.input)
-        }
+        try tcp.validate()
     }
 }

@@ -46,7 +46,7 @@ public final class HTTPFront: Service, Sendable {
     ///     (404 without it).
     ///   - logger: where the front logs.
     ///   - onBound: called with the bound port once the front listens.
-    /// - Throws: `GateError` for a bad configuration.
+    /// - Throws: `SluiceError` for a bad configuration.
     public init(
         gate: Gate,
         routes: HTTPRoutes,
@@ -55,7 +55,7 @@ public final class HTTPFront: Service, Sendable {
         metrics: (@Sendable () -> [UInt8])? = nil,
         logger: Logger = Logger(label: "sluice.http"),
         onBound: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try configuration.validate()
         self.gate = gate
         self.routes = routes

@@ -19,12 +19,12 @@ public struct HTTPFrontConfiguration: Sendable, Hashable {
     }
 
     /// The GCRA options of `/echo`.
-    public func echoLimit() throws(GateError) -> RateLimitOptions {
+    public func echoLimit() throws(SluiceError) -> RateLimitOptions {
         try .echo(rate: echoRate, burst: echoBurst)
     }
 
     /// Checks every option.
-    public func validate() throws(GateError) {
+    public func validate() throws(SluiceError) {
         try http.validate()
         _ = try echoLimit()
     }

@@ -19,21 +19,21 @@ public struct HTTPRoutes: Sendable {
 
     /// Adds `codec`'s route for `plugin`'s requests.
     ///
-    /// - Throws: `GateError` with code `.duplicatePlugin` when the method and path are taken,
+    /// - Throws: `SluiceError` with code `.duplicatePlugin` when the method and path are taken,
     ///   `.reservedPath` for a path the front answers itself, `.invalidPlugin` for a path that
     ///   does not start with `/`.
     @inlinable
-    public mutating func register<Codec: HTTPCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(GateError) {
+    public mutating func register<Codec: HTTPCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(SluiceError) {
         let path = codec.path
         guard path.hasPrefix("/"), path.utf8.count <= 64, path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "?") }) else {
-            throw GateError(code: .invalidPlugin, message: "a route path starts with / and has no spaces or ?", value: path)
+            throw SluiceError(code: .invalidPlugin, message: "a route path starts with / and has no spaces or ?", value: path)
         }
         guard !HTTPRoutes.reservedPaths.contains(path) else {
-            throw GateError(code: .reservedPath, message: "the front answers this path itself", value: path)
+            throw SluiceError(code: .reservedPath, message: "the front answers this path itself", value: path)
         }
         let method = codec.method.rawValue
         if routes.contains(where: { $0.path == path && $0.method == method }) {
-            throw GateError(code: .duplicatePlugin, message: "this method and path have a route already", value: "\(method) \(path)")
+            throw SluiceError(code: .duplicatePlugin, message: "this method and path have a route already", value: "\(method) \(path)")
         }
         routes.append(HTTPRoute(codec: codec, plugin: plugin))
     }
@@ -86,7 +86,7 @@ struct HTTPRoute: Sendable {
     }
 }
 
-extension GateError.Code {
+extension SluiceError.Code {
     /// An HTTP codec claims a path the HTTP front answers itself (``HTTPRoutes/reservedPaths``).
-    public static let reservedPath = GateError.Code(name: "reservedPath")
+    public static let reservedPath = SluiceError.Code(name: "reservedPath")
 }

@@ -93,21 +93,17 @@ public struct IdempotencyMiddlewareOptions: Sendable, Hashable {
     }()
 
     /// The gate's options for the rule's records.
-    func idempotencyOptions() throws(GateError) -> IdempotencyOptions {
+    func idempotencyOptions() throws(SluiceError) -> IdempotencyOptions {
         guard requestBodyLimit >= 0, storedBodyLimit >= 0 else {
-            throw GateError(
-                code: .invalidConfiguration, message: "body limits are at least 0 bytes",
+            throw SluiceError(
+                code: .invalidOption, message: "body limits are at least 0 bytes",
                 value: "request \(requestBodyLimit), stored \(storedBodyLimit)")
         }
-        do {
-            // The chain never fails once it has started (a thrown error is kept as a 500
-            // problem); the only outputs counted as failures, and so released, are refusals by
-            // Sluice's own middleware behind the idempotency middleware (the route did not run).
-            return try IdempotencyOptions(
-                retention: retention, lease: lease, concurrent: concurrent, cacheErrors: false, recordsPerKey: recordsPerKey)
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
-        }
+        // The chain never fails once it has started (a thrown error is kept as a 500 problem);
+        // the only outputs counted as failures, and so released, are refusals by Sluice's own
+        // middleware behind the idempotency middleware (the route did not run).
+        return try IdempotencyOptions(
+            retention: retention, lease: lease, concurrent: concurrent, cacheErrors: false, recordsPerKey: recordsPerKey)
     }
 }
 #endif

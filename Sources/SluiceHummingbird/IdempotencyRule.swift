@@ -25,11 +25,11 @@ public struct IdempotencyRule: Sendable {
     ///     (`storedBodyLimit` + 1 KiB) records, about 51,000 with the `.payment` preset (see
     ///     ``IdempotencyMiddlewareOptions/storedBodyLimit``).
     ///   - plugins: the registry the gate will be made from.
-    /// - Throws: `GateError` when the name is malformed or taken, or an option is out of range.
+    /// - Throws: `SluiceError` when the name is malformed or taken, or an option is out of range.
     public init(
         name: String, options: IdempotencyMiddlewareOptions = .payment, store: PluginStore = .memory,
         budget: MemoryBudget? = nil, in plugins: inout PluginRegistry
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try RuleName.check(name)
         handle = try plugins.register(
             IdempotentResponsePlugin(name: name, options: try options.idempotencyOptions()),

@@ -40,12 +40,12 @@ public struct RateLimitRule: Sendable {
     ///     included (when full of live keys, one not used lately is evicted and its arrival time
     ///     remembered: see `WhenTableFull`).
     ///   - plugins: the registry the gate will be made from.
-    /// - Throws: `GateError` when the name is malformed or taken, or the budget cannot hold a
+    /// - Throws: `SluiceError` when the name is malformed or taken, or the budget cannot hold a
     ///   key.
     public init(
         name: String, limit: RateLimitOptions, shadowMode: Bool = false, store: PluginStore = .memory,
         budget: MemoryBudget = .bytes(16 << 20), in plugins: inout PluginRegistry
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try RuleName.check(name)
         handle = try plugins.register(KeyRulePlugin(name: name, policy: .rateLimit(limit)), budget: budget, store: store)
         fields = .gcra(name: name, options: limit)

@@ -6,9 +6,9 @@ import SluiceCore
 enum RuleName {
     /// Throws unless `name` is 1–64 characters of `a–z 0–9 _ - .` (what `RateLimitFields`
     /// accepts as a policy name).
-    static func check(_ name: String) throws(GateError) {
+    static func check(_ name: String) throws(SluiceError) {
         guard PolicyName.isValid(name) else {
-            throw GateError(code: .invalidPlugin, message: "a rule name is 1 to 64 characters of a-z 0-9 _ - .", value: name)
+            throw SluiceError(code: .invalidPlugin, message: "a rule name is 1 to 64 characters of a-z 0-9 _ - .", value: name)
         }
     }
 }

@@ -25,23 +25,15 @@ public struct ThrottleRule: Sendable {
     ///   - budget: the memory its keys may hold in this process (when full of live keys, one not
     ///     used lately is evicted and forgotten).
     ///   - plugins: the registry the gate will be made from.
-    /// - Throws: `GateError` when the name is malformed or taken, the window is not positive,
+    /// - Throws: `SluiceError` when the name is malformed or taken, the window is not positive,
     ///   or the budget cannot hold a key.
     public init(
         name: String, window: Duration, store: PluginStore = .memory, budget: MemoryBudget = .bytes(16 << 20),
         in plugins: inout PluginRegistry
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try RuleName.check(name)
-        do {
-            let options = try ThrottleOptions(interval: window, leading: true, trailing: false)
-            handle = try plugins.register(KeyRulePlugin(name: name, policy: .throttle(options)), budget: budget, store: store)
-        } catch let error as GateError {
-            throw error
-        } catch let error as SluiceError {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.value)
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: "\(error)", value: name)
-        }
+        let options = try ThrottleOptions(interval: window, leading: true, trailing: false)
+        handle = try plugins.register(KeyRulePlugin(name: name, policy: .throttle(options)), budget: budget, store: store)
         fields = .throttle(name: name, window: window)
         refusals = RefusalResponses(limits: fields)
         self.window = window

@@ -80,14 +80,14 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
 
     /// Creates an event base and starts its thread.
     ///
-    /// - Throws: ``SluiceLoopError`` when libevent cannot create the base or the thread cannot
+    /// - Throws: `SluiceError` when libevent cannot create the base or the thread cannot
     ///   start.
-    public init(name: String = "sluice-loop") throws(SluiceLoopError) {
+    public init(name: String = "sluice-loop") throws(SluiceError) {
         LibeventThreading.enable()
         self.name = name
 
         guard let config = event_config_new() else {
-            throw SluiceLoopError(code: .baseCreationFailed, message: "event_config_new failed", input: name)
+            throw SluiceError(code: .baseCreationFailed, message: "event_config_new failed", value: name)
         }
         defer { event_config_free(config) }
         // Precise (CLOCK_MONOTONIC) timers instead of the coarse clock: policies decide in
@@ -100,7 +100,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
         // inherited by a child process, so every socket it opens is close-on-exec.
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))
         guard let base = event_base_new_with_config(config) else {
-            throw SluiceLoopError(code: .baseCreationFailed, message: "event_base_new_with_config failed", input: name)
+            throw SluiceError(code: .baseCreationFailed, message: "event_base_new_with_config failed", value: name)
         }
         self.base = base
         self.queue = Mutex(JobQueue())
@@ -112,7 +112,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
             let yield = event_new(base, -1, 0, eventLoopWakeCallback, nil)
         else {
             event_base_free(base)
-            throw SluiceLoopError(code: .baseCreationFailed, message: "event_new (wake-up) failed", input: name)
+            throw SluiceError(code: .baseCreationFailed, message: "event_new (wake-up) failed", value: name)
         }
         self.wakeEvent = wake
         self.yieldEvent = yield
@@ -457,7 +457,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
 
     // MARK: - Thread and shutdown
 
-    private func startThread() throws(SluiceLoopError) {
+    private func startThread() throws(SluiceError) {
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
@@ -471,7 +471,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
             event_free(yieldEvent)
             event_base_free(base)
             stopped.store(true, ordering: .releasing)
-            throw SluiceLoopError(code: .threadStartFailed, message: "pthread_create failed with \(result)", input: name)
+            throw SluiceError(code: .threadStartFailed, message: "pthread_create failed with \(result)", value: name)
         }
         threadBox.withSanitizedLock { $0 = thread }
     }
@@ -593,33 +593,6 @@ public final class LoopTimer: Sendable {
         if cancelled.exchange(true, ordering: .acquiringAndReleasing) { return }
         loop.cancel(self)
     }
-}
-
-/// An error from the loop layer: a code, a message and the offending input.
-public struct SluiceLoopError: Error, Hashable, CustomStringConvertible {
-    /// What went wrong.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable { case baseCreationFailed, threadStartFailed, invalidArgument, bindFailed }
-        private let value: Value
-        /// libevent could not create the `event_base` or its internal events.
-        public static let baseCreationFailed = Code(value: .baseCreationFailed)
-        /// The loop's thread could not be started.
-        public static let threadStartFailed = Code(value: .threadStartFailed)
-        /// An argument was out of range.
-        public static let invalidArgument = Code(value: .invalidArgument)
-        /// A listener could not bind its address (in use, not local, bad address).
-        public static let bindFailed = Code(value: .bindFailed)
-        public var description: String { "\(value)" }
-    }
-
-    /// What went wrong.
-    public let code: Code
-    /// A human-readable explanation.
-    public let message: String
-    /// The input that caused it.
-    public let input: String
-
-    public var description: String { "SluiceLoopError(\(code)): \(message) [\(input)]" }
 }
 
 // MARK: - Private machinery

@@ -25,11 +25,11 @@ public final class SluiceLoopGroup: Sendable {
 
     /// Starts `loopCount` loops named `<namePrefix>-<index>`.
     ///
-    /// - Throws: ``SluiceLoopError`` with code `.invalidArgument` when `loopCount < 1`, or the
+    /// - Throws: `SluiceError` with code `.invalidOption` when `loopCount < 1`, or the
     ///   error of a loop that failed to start (the loops already started are shut down).
-    public init(loopCount: Int = SluiceLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(SluiceLoopError) {
+    public init(loopCount: Int = SluiceLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(SluiceError) {
         guard loopCount >= 1 else {
-            throw SluiceLoopError(code: .invalidArgument, message: "a loop group needs at least one loop", input: "\(loopCount)")
+            throw SluiceError(code: .invalidOption, message: "a loop group needs at least one loop", value: "\(loopCount)")
         }
         var loops: [SluiceLoop] = []
         loops.reserveCapacity(loopCount)

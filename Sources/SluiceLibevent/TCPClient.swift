@@ -42,7 +42,7 @@ public enum TCPClient {
     ///   - configuration: line length, output watermarks and idle timeout for the connection
     ///     (its `host`, `port` and `backlog` are not used). The default has no idle timeout.
     ///   - makeLineHandler: makes the connection's line handler, on the loop thread.
-    /// - Throws: ``SluiceLoopError``: `.invalidArgument` for a bad address or port, `.bindFailed`
+    /// - Throws: `SluiceError`: `.invalidOption` for a bad address or port, `.bindFailed`
     ///   when the connection is refused, times out or the socket cannot be created.
     public static func connect(
         host: String,
@@ -51,7 +51,7 @@ public enum TCPClient {
         configuration: TCPConfiguration = TCPConfiguration(idleTimeout: nil),
         timeout: Duration = .seconds(5),
         makeLineHandler: @escaping @Sendable (TCPConnection) -> any TCPLineHandler
-    ) async throws(SluiceLoopError) -> TCPConnection {
+    ) async throws(SluiceError) -> TCPConnection {
         try await connect(host: host, port: port, on: loop, configuration: configuration, timeout: timeout) {
             LineFramingHandler(makeLineHandler($0), configuration: configuration)
         }
@@ -66,15 +66,15 @@ public enum TCPClient {
         configuration: TCPConfiguration = TCPConfiguration(idleTimeout: nil),
         timeout: Duration = .seconds(5),
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
-    ) async throws(SluiceLoopError) -> TCPConnection {
+    ) async throws(SluiceError) -> TCPConnection {
         try configuration.validate()
         guard (1...65535).contains(port) else {
-            throw SluiceLoopError(code: .invalidArgument, message: "port must be 1...65535", input: "\(port)")
+            throw SluiceError(code: .invalidOption, message: "port must be 1...65535", value: "\(port)")
         }
         let socket = try openSocket(host: host, port: port, timeout: timeout)
         let id = nextID.wrappingSubtract(1, ordering: .relaxed).oldValue
         let remote = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        return try await loop.submit { () throws(SluiceLoopError) -> TCPConnection in
+        return try await loop.submit { () throws(SluiceError) -> TCPConnection in
             let connection = try TCPConnection(
                 loop: loop, id: id, socket: socket, remoteAddress: remote, configuration: configuration,
                 onClose: { _ in })
@@ -85,7 +85,7 @@ public enum TCPClient {
 
     /// Opens a connected, non-blocking socket to `host:port` (``TCPConnection`` sets the
     /// per-connection options).
-    private static func openSocket(host: String, port: Int, timeout: Duration) throws(SluiceLoopError) -> Int32 {
+    private static func openSocket(host: String, port: Int, timeout: Duration) throws(SluiceError) -> Int32 {
         let literal = host == "localhost" ? "127.0.0.1" : host
         let text = literal.contains(":") ? "[\(literal)]:\(port)" : "\(literal):\(port)"
         var storage = sockaddr_storage()
@@ -94,11 +94,11 @@ public enum TCPClient {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { evutil_parse_sockaddr_port(text, $0, &length) }
         }
         guard parsed == 0 else {
-            throw SluiceLoopError(code: .invalidArgument, message: "not an IP address literal or localhost", input: host)
+            throw SluiceError(code: .invalidOption, message: "not an IP address literal or localhost", value: host)
         }
         let socket = systemSocket(Int32(storage.ss_family), Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else {
-            throw SluiceLoopError(code: .bindFailed, message: "socket() failed: \(errnoText())", input: text)
+            throw SluiceError(code: .bindFailed, message: "socket() failed: \(errnoText())", value: text)
         }
         evutil_make_socket_nonblocking(socket)
         evutil_make_socket_closeonexec(socket)
@@ -109,7 +109,7 @@ public enum TCPClient {
         if started != 0 && errno != EINPROGRESS {
             let reason = errnoText()
             systemClose(socket)
-            throw SluiceLoopError(code: .bindFailed, message: "connect failed: \(reason)", input: text)
+            throw SluiceError(code: .bindFailed, message: "connect failed: \(reason)", value: text)
         }
         if started != 0 {
             var descriptor = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
@@ -120,7 +120,7 @@ public enum TCPClient {
             } while ready < 0 && errno == EINTR
             guard ready > 0 else {
                 systemClose(socket)
-                throw SluiceLoopError(code: .bindFailed, message: "connect timed out", input: text)
+                throw SluiceError(code: .bindFailed, message: "connect timed out", value: text)
             }
             var failure: Int32 = 0
             var size = socklen_t(MemoryLayout<Int32>.size)
@@ -128,7 +128,7 @@ public enum TCPClient {
             guard failure == 0 else {
                 systemClose(socket)
                 let reason = String(validatingCString: strerror(failure)) ?? "errno \(failure)"
-                throw SluiceLoopError(code: .bindFailed, message: "connect failed: \(reason)", input: text)
+                throw SluiceError(code: .bindFailed, message: "connect failed: \(reason)", value: text)
             }
         }
         return socket

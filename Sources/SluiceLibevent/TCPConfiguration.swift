@@ -1,3 +1,5 @@
+import SluiceCore
+
 /// How a ``TCPServer`` listens and treats its connections.
 public struct TCPConfiguration: Sendable, Hashable {
     /// The address to bind: an IPv4 or IPv6 literal, or `localhost`.
@@ -98,11 +100,11 @@ public struct TCPConfiguration: Sendable, Hashable {
         self.reusePort = reusePort
     }
 
-    /// Checks every field; throws ``SluiceLoopError`` with code `.invalidArgument` naming the
+    /// Checks every field; throws `SluiceError` with code `.invalidOption` naming the
     /// first field that is out of range.
-    public func validate() throws(SluiceLoopError) {
-        func fail(_ message: String, _ input: some CustomStringConvertible) throws(SluiceLoopError) {
-            throw SluiceLoopError(code: .invalidArgument, message: message, input: input.description)
+    public func validate() throws(SluiceError) {
+        func fail(_ message: String, _ input: some CustomStringConvertible) throws(SluiceError) {
+            throw SluiceError(code: .invalidOption, message: message, value: input.description)
         }
         if !(0...65535).contains(port) { try fail("port must be 0...65535", port) }
         if maximumLineLength < 1 { try fail("maximumLineLength must be at least 1", maximumLineLength) }

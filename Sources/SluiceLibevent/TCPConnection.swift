@@ -141,7 +141,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         configuration: TCPConfiguration,
         accounting: ConnectionAccounting? = nil,
         onClose: @escaping (TCPConnection) -> Void
-    ) throws(SluiceLoopError) {
+    ) throws(SluiceError) {
         loop.assertInEventLoop()
         self.loop = loop
         self.id = id
@@ -161,7 +161,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
             systemClose(socket)
             state.deinitialize(count: 1)
             state.deallocate()
-            throw SluiceLoopError(code: .baseCreationFailed, message: "event_new failed for a connection", input: remoteAddress)
+            throw SluiceError(code: .baseCreationFailed, message: "event_new failed for a connection", value: remoteAddress)
         }
         state.pointee.readEvent = read
         state.pointee.writeEvent = write

@@ -48,7 +48,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         refusal: @escaping @Sendable () -> [UInt8],
         logger: Logger,
         makeHandler: @escaping @Sendable (TCPConnection) -> any TCPConnectionHandler
-    ) throws(SluiceLoopError) {
+    ) throws(SluiceError) {
         loop.assertInEventLoop()
         self.accounting = accounting
         self.refusal = refusal
@@ -179,7 +179,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
     /// yet; with `reusePort`, one that other sockets with `SO_REUSEPORT` may share the port with.
     static func listen(
         loop: SluiceLoop, host: String, port: Int, backlog: Int, reusePort: Bool
-    ) throws(SluiceLoopError) -> OpaquePointer {
+    ) throws(SluiceError) -> OpaquePointer {
         var storage = sockaddr_storage()
         let length = try parse(host: host, port: port, into: &storage)
         // SO_REUSEADDR lets a restarted server bind while its old connections linger in
@@ -198,25 +198,25 @@ final class TCPListener: LoopResource, @unchecked Sendable {
             let error = errno
             let reason = String(validatingCString: strerror(error)) ?? "errno \(error)"
             if error == EADDRINUSE {
-                throw SluiceLoopError(
+                throw SluiceError(
                     code: .bindFailed,
                     message: "port \(port) is already served by another socket (another server?): \(reason); "
                         + "stop that server, choose another port, or share the port on purpose (reusePort, "
                         + "--reuse-port in sluice-echo; both servers must ask for it)",
-                    input: "\(host):\(port)")
+                    value: "\(host):\(port)")
             }
-            throw SluiceLoopError(code: .bindFailed, message: "cannot listen: \(reason)", input: "\(host):\(port)")
+            throw SluiceError(code: .bindFailed, message: "cannot listen: \(reason)", value: "\(host):\(port)")
         }
         return listener
     }
 
     /// A listener on `loop` watching a duplicate of the listening socket `socket` (another
     /// loop's, already bound and listening), closed with it.
-    static func watch(loop: SluiceLoop, duplicateOf socket: Int32) throws(SluiceLoopError) -> OpaquePointer {
+    static func watch(loop: SluiceLoop, duplicateOf socket: Int32) throws(SluiceError) -> OpaquePointer {
         let duplicate = fcntl(socket, F_DUPFD_CLOEXEC, 0)
         guard duplicate >= 0 else {
             let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
-            throw SluiceLoopError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", input: "\(socket)")
+            throw SluiceError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", value: "\(socket)")
         }
         // Backlog 0: the socket listens already. Non-blocking already (the flag belongs to the
         // open file, which the duplicate shares).
@@ -224,12 +224,12 @@ final class TCPListener: LoopResource, @unchecked Sendable {
         guard let listener = evconnlistener_new(loop.base, nil, nil, UInt32(flags), 0, duplicate) else {
             let reason = String(validatingCString: strerror(errno)) ?? "errno \(errno)"
             evutil_closesocket(duplicate)
-            throw SluiceLoopError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", input: "\(socket)")
+            throw SluiceError(code: .bindFailed, message: "cannot share the listening socket: \(reason)", value: "\(socket)")
         }
         return listener
     }
 
-    private static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(SluiceLoopError) -> Int32 {
+    private static func parse(host: String, port: Int, into storage: inout sockaddr_storage) throws(SluiceError) -> Int32 {
         let literal = host == "localhost" ? "127.0.0.1" : host
         // libevent refuses port 0 in the text: parse with a placeholder, then set the port.
         let text = literal.contains(":") ? "[\(literal)]:1" : "\(literal):1"
@@ -240,7 +240,7 @@ final class TCPListener: LoopResource, @unchecked Sendable {
             }
         }
         guard result == 0 else {
-            throw SluiceLoopError(code: .invalidArgument, message: "not an IP address literal or localhost", input: host)
+            throw SluiceError(code: .invalidOption, message: "not an IP address literal or localhost", value: host)
         }
         let family = Int32(storage.ss_family)
         withUnsafeMutablePointer(to: &storage) { pointer in

@@ -45,7 +45,7 @@ public final class TCPServer: Sendable {
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
     ///   - makeLineHandler: makes each connection's line handler, on the accepting loop's thread.
-    /// - Throws: ``SluiceLoopError``: `.invalidArgument` for a bad configuration,
+    /// - Throws: `SluiceError`: `.invalidOption` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
         group: SluiceLoopGroup,
@@ -66,7 +66,7 @@ public final class TCPServer: Sendable {
     /// - Parameters: as for the line server above, but `refusal` makes the refusal's bytes (for
     ///   each refused connection: an answer that carries the time, say), and `makeHandler`
     ///   makes a byte handler.
-    /// - Throws: ``SluiceLoopError``: `.invalidArgument` for a bad configuration,
+    /// - Throws: `SluiceError`: `.invalidOption` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(
         group: SluiceLoopGroup,
@@ -87,7 +87,7 @@ public final class TCPServer: Sendable {
                 let sharing = sharedSocket
                 // The bound port comes back with the listener, read on the loop that made it.
                 let (listener, listenerPort, socket) = try await loop.submit {
-                    () throws(SluiceLoopError) -> (TCPListener, Int, Int32?) in
+                    () throws(SluiceError) -> (TCPListener, Int, Int32?) in
                     let listener = try TCPListener(
                         loop: loop, loopIndex: index, port: boundPort, sharing: sharing, configuration: configuration,
                         accounting: accounting, refusal: refusal, logger: logger, makeHandler: makeHandler)

@@ -24,21 +24,17 @@ public struct LineConfiguration: Sendable, Hashable {
     }
 
     /// The per-connection `ECHO` limit: at most `echoBurst` back to back, `echoRate` per second.
-    public func echoLimit() throws(GateError) -> RateLimitOptions {
+    public func echoLimit() throws(SluiceError) -> RateLimitOptions {
         try .echo(rate: echoRate, burst: echoBurst)
     }
 
     /// Checks every option.
-    public func validate() throws(GateError) {
-        do {
-            try tcp.validate()
-        } catch {
-            throw GateError(code: .invalidConfiguration, message: error.message, value: error.input)
-        }
+    public func validate() throws(SluiceError) {
+        try tcp.validate()
         _ = try echoLimit()
         guard maximumInFlight >= 1 else {
-            throw GateError(
-                code: .invalidConfiguration, message: "the requests in flight per connection must be at least 1",
+            throw SluiceError(
+                code: .invalidOption, message: "the requests in flight per connection must be at least 1",
                 value: "\(maximumInFlight)")
         }
     }

@@ -38,7 +38,7 @@ public final class LineServer: Service, Sendable {
     ///     front, say); `nil` for a cap of this server's own (``LineConfiguration/tcp``).
     ///   - logger: where the server logs.
     ///   - onBound: called with the bound port once the server listens.
-    /// - Throws: `GateError` for a bad configuration.
+    /// - Throws: `SluiceError` for a bad configuration.
     public init(
         gate: Gate,
         verbs: LineVerbs,
@@ -46,7 +46,7 @@ public final class LineServer: Service, Sendable {
         accounting: ConnectionAccounting? = nil,
         logger: Logger = Logger(label: "sluice.line"),
         onBound: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) throws(GateError) {
+    ) throws(SluiceError) {
         try configuration.validate()
         self.gate = gate
         self.verbs = verbs

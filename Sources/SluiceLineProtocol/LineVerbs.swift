@@ -20,20 +20,20 @@ public struct LineVerbs: Sendable {
 
     /// Adds `codec`'s verb for `plugin`'s requests.
     ///
-    /// - Throws: `GateError` with code `.duplicatePlugin` when the verb (or the plugin) is
+    /// - Throws: `SluiceError` with code `.duplicatePlugin` when the verb (or the plugin) is
     ///   taken, `.reservedVerb` for a verb the server answers itself, `.invalidPlugin` for an
     ///   empty or malformed verb.
     @inlinable
-    public mutating func register<Codec: LineCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(GateError) {
+    public mutating func register<Codec: LineCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(SluiceError) {
         let verb = codec.verb.uppercased()
         guard !verb.isEmpty, verb.utf8.count <= 32, verb.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw GateError(code: .invalidPlugin, message: "a verb is 1 to 32 visible ASCII characters", value: codec.verb)
+            throw SluiceError(code: .invalidPlugin, message: "a verb is 1 to 32 visible ASCII characters", value: codec.verb)
         }
         guard !Self.reservedVerbs.contains(verb) else {
-            throw GateError(code: .reservedVerb, message: "the server answers this verb itself", value: verb)
+            throw SluiceError(code: .reservedVerb, message: "the server answers this verb itself", value: verb)
         }
         if routes.contains(where: { $0.verb == verb || $0.name == plugin.name }) {
-            throw GateError(code: .duplicatePlugin, message: "this verb or plugin has a route already", value: "\(verb)/\(plugin.name)")
+            throw SluiceError(code: .duplicatePlugin, message: "this verb or plugin has a route already", value: "\(verb)/\(plugin.name)")
         }
         routes.append(LineRoute(codec: codec, plugin: plugin, verb: verb))
     }
@@ -67,7 +67,7 @@ struct LineRoute: Sendable {
     }
 }
 
-extension GateError.Code {
+extension SluiceError.Code {
     /// A line codec claims a verb the line server answers itself (``LineVerbs/reservedVerbs``).
-    public static let reservedVerb = GateError.Code(name: "reservedVerb")
+    public static let reservedVerb = SluiceError.Code(name: "reservedVerb")
 }

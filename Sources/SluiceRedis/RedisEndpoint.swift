@@ -34,13 +34,13 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `redis://host[:port][/db]`: the port defaults to 6379, the database to 0.
     ///
-    /// - Throws: `GateError` with code `invalidConfiguration` naming what is wrong: another
+    /// - Throws: `SluiceError` with code `invalidOption` naming what is wrong: another
     ///   scheme (`rediss://` included: TLS is not supported), credentials, a missing or malformed
     ///   host, a port outside 1...65535, a database that is not a number in
     ///   0...``maximumDatabase``, a query or a fragment.
-    public init(url: String) throws(GateError) {
-        func invalid(_ message: String) -> GateError {
-            GateError(code: .invalidConfiguration, message: message, value: url)
+    public init(url: String) throws(SluiceError) {
+        func invalid(_ message: String) -> SluiceError {
+            SluiceError(code: .invalidOption, message: message, value: url)
         }
         let schemeEnd = url.firstRange(of: "://")
         guard let schemeEnd else {

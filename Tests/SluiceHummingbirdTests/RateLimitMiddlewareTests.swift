@@ -145,8 +145,8 @@ import Testing
         _ = try RateLimitRule(name: "shared", limit: limit, store: shared, in: &plugins)
         _ = try ThrottleRule(name: "like", window: .seconds(1), store: shared, in: &plugins)
         #expect(plugins.names == ["local", "shared", "like"])
-        #expect(throws: GateError.self) { try ThrottleRule(name: "like", window: .seconds(1), in: &plugins) }
-        #expect(throws: GateError.self) { try RateLimitRule(name: "Bad Name", limit: limit, in: &plugins) }
+        #expect(throws: SluiceError.self) { try ThrottleRule(name: "like", window: .seconds(1), in: &plugins) }
+        #expect(throws: SluiceError.self) { try RateLimitRule(name: "Bad Name", limit: limit, in: &plugins) }
     }
 }
 #endif

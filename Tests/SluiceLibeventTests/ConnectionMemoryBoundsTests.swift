@@ -1,4 +1,5 @@
 import Foundation
+import SluiceCore
 @testable import SluiceLibevent
 import SluiceTestSupport
 import Synchronization
@@ -91,8 +92,8 @@ private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
     }
 
     @Test func anUnsentLimitOutOfRangeIsRefused() throws {
-        #expect(throws: SluiceLoopError.self) { try TCPConfiguration(socketUnsentLimit: 512).validate() }
-        #expect(throws: SluiceLoopError.self) { try TCPConfiguration(socketUnsentLimit: 128 << 20).validate() }
+        #expect(throws: SluiceError.self) { try TCPConfiguration(socketUnsentLimit: 512).validate() }
+        #expect(throws: SluiceError.self) { try TCPConfiguration(socketUnsentLimit: 128 << 20).validate() }
         try TCPConfiguration(socketUnsentLimit: nil).validate()
         try TCPConfiguration(socketUnsentLimit: 1024).validate()
     }

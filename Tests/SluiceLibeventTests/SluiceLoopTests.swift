@@ -261,7 +261,7 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
         #expect(Array(picked[0..<3]) == Array(picked[3..<6]))
         #expect(group.loop(for: "user42") === group.loop(for: "user42"))
         #expect(group.loop(forKeyHash: 4) === group.loops[1])
-        #expect(throws: SluiceLoopError.self) { try SluiceLoopGroup(loopCount: 0) }
+        #expect(throws: SluiceError.self) { try SluiceLoopGroup(loopCount: 0) }
     }
 }
 

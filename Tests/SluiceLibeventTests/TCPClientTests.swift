@@ -119,13 +119,13 @@ private func withScriptedServer(_ body: (Int, SluiceLoopGroup) async throws -> V
         // A port nothing listens on: bind a server, note its port, close it.
         var closedPort = 0
         try await withScriptedServer { port, _ in closedPort = port }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPClient.connect(host: "127.0.0.1", port: closedPort, on: group.loops[0]) { _ in CollectingHandler() }
         }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPClient.connect(host: "not-an-ip", port: 7070, on: group.loops[0]) { _ in CollectingHandler() }
         }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPClient.connect(host: "127.0.0.1", port: 0, on: group.loops[0]) { _ in CollectingHandler() }
         }
     }

@@ -245,7 +245,7 @@ private func withEchoServer(
                     TestEchoHandler(observations: observations)
                 }
                 Issue.record("a second server bound a port the first serves (reusePort: \(reusePort))")
-            } catch let error as SluiceLoopError {
+            } catch let error as SluiceError {
                 #expect(error.code == .bindFailed)
                 #expect(error.message.contains("port \(first.port) is already served by another socket"), "\(error)")
             }
@@ -263,7 +263,7 @@ private func withEchoServer(
             TestEchoHandler(observations: observations)
         }
         #expect(sharedB.port == sharedA.port)
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(port: sharedA.port)) { _ in
                 TestEchoHandler(observations: observations)
             }
@@ -278,17 +278,17 @@ private func withEchoServer(
     @Test func badConfigurationAndAddressesAreRefused() async throws {
         let group = try SluiceLoopGroup(loopCount: 1)
         defer { group.shutdownGracefully() }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(host: "not-an-ip", port: 0)) { _ in
                 TestEchoHandler(observations: Observations())
             }
         }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(port: 70_000)) { _ in
                 TestEchoHandler(observations: Observations())
             }
         }
-        await #expect(throws: SluiceLoopError.self) {
+        await #expect(throws: SluiceError.self) {
             _ = try await TCPServer.bind(group: group, configuration: .init(host: "192.0.2.1", port: 0)) { _ in
                 TestEchoHandler(observations: Observations())
             }

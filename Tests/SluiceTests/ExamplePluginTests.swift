@@ -157,8 +157,8 @@ struct LeakyLineCodec: LineCodec {
 
     @Test func theRegistriesRefuseClashingNamesAndVerbs() throws {
         var (plugins, verbs, save) = try registry()
-        #expect(throws: GateError.self) { try plugins.register(AutosavePlugin()) }
-        #expect(throws: GateError.self) { try verbs.register(SaveLineCodec(save.plugin), for: save) }
+        #expect(throws: SluiceError.self) { try plugins.register(AutosavePlugin()) }
+        #expect(throws: SluiceError.self) { try verbs.register(SaveLineCodec(save.plugin), for: save) }
         struct Ping: LineCodec {
             typealias Plugin = ProbePlugin<String>
             let verb = "ping"
@@ -172,7 +172,7 @@ struct LeakyLineCodec: LineCodec {
         } catch {
             #expect(error.code == .reservedVerb)
         }
-        #expect(throws: GateError.self) { try plugins.register(ProbePlugin("", policy: .unrestricted, immediate)) }
+        #expect(throws: SluiceError.self) { try plugins.register(ProbePlugin("", policy: .unrestricted, immediate)) }
     }
 
     /// A plugin registered after the gate was made would be unknown to it: the registry says so

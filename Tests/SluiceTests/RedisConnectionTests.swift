@@ -319,7 +319,7 @@ struct RedisConnectionTests {
             let endpoint = try RedisEndpoint(url: url)
             Issue.record("\(url) parsed as \(endpoint)")
         } catch {
-            #expect(error.code == .invalidConfiguration)
+            #expect(error.code == .invalidOption)
             #expect(error.value == url)
             #expect(error.message.contains(mentions), "\(error.message)")
         }

@@ -331,18 +331,18 @@ import Testing
         let store = MemoryStore()
         var plugins = PluginRegistry()
         try plugins.register(try ButtonTapPlugin(window: .seconds(1)), store: .shared(store))
-        #expect(throws: GateError.self) {
+        #expect(throws: SluiceError.self) {
             try plugins.register(
                 ProbePlugin<Int>("debounced", policy: .debounce(.search, cancelInFlight: false)) { _, _ in 0 },
                 store: .shared(store))
         }
-        #expect(throws: GateError.self) {
+        #expect(throws: SluiceError.self) {
             // A result the store could not keep.
             try plugins.register(ProbePlugin<Receipt>("receipts", policy: .idempotent(.payment)) { _, _ in
                 Receipt(id: "r", lines: [], metadata: [:], note: nil)
             }, store: .shared(store))
         }
         #expect(plugins.names == ["tap"])
-        #expect(throws: GateError.self) { try PluginStore.shared(store, instances: 0) }
+        #expect(throws: SluiceError.self) { try PluginStore.shared(store, instances: 0) }
     }
 }

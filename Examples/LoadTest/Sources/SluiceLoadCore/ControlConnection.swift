@@ -12,7 +12,7 @@ final class ControlConnection: Sendable {
     }
 
     /// Connects to the server on `loop`.
-    static func connect(host: String, port: Int, on loop: SluiceLoop) async throws(SluiceLoopError) -> ControlConnection {
+    static func connect(host: String, port: Int, on loop: SluiceLoop) async throws(SluiceError) -> ControlConnection {
         let handler = ControlHandler()
         let connection = try await TCPClient.connect(host: host, port: port, on: loop) { _ in handler }
         return ControlConnection(connection: connection, handler: handler)
