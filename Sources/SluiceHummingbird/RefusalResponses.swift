@@ -86,6 +86,9 @@ final class RefusalResponses: Sendable {
         self.limits = limits
     }
 
+    /// The shapes of the answers kept, the most recent first.
+    var keptShapes: [Shape] { recent.withSanitizedLock { $0.map(\.shape) } }
+
     /// The answer to `outcome` (anything but `.ran`) and its response: one made before for an
     /// outcome of the same shape, or made now (and kept, when it has a shape).
     func made(for outcome: GateOutcome<Void>) -> (answer: HTTPAnswer, response: Response) {
@@ -97,10 +100,14 @@ final class RefusalResponses: Sendable {
             return (made.answer, made.response)
         }
         let answer = InnerRefusal.answer(outcome, limits: limits)
-        let made = Made(shape: shape, answer: answer, response: answer.response)
-        recent.withSanitizedLock { recent in
-            recent.insert(made, at: 0)
+        let fresh = Made(shape: shape, answer: answer, response: answer.response)
+        // Another thread may have made the same answer meanwhile: the first one kept stays, so
+        // the few kept are all different.
+        let made = recent.withSanitizedLock { recent -> Made in
+            if let kept = recent.first(where: { $0.shape == shape }) { return kept }
+            recent.insert(fresh, at: 0)
             if recent.count > Self.capacity { recent.removeLast() }
+            return fresh
         }
         return (made.answer, made.response)
     }

@@ -56,6 +56,23 @@ import Testing
         #expect(kept > 1_200)
     }
 
+    @Test func answersMadeAtOnceOnManyThreadsAreKeptOnce() async {
+        let refusals = RefusalResponses(limits: .throttle(name: "like", window: .seconds(1)))
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<64 {
+                group.addTask {
+                    for round in 0..<50 {
+                        _ = refusals.made(for: .throttled(retryAfter: .milliseconds(100 + task + round)))
+                        _ = refusals.made(for: .throttled(retryAfter: .milliseconds(1_100 + task + round)))
+                    }
+                }
+            }
+        }
+        // Two shapes (Retry-After 1 and 2), each kept once however the threads raced.
+        #expect(Set(refusals.keptShapes).count == refusals.keptShapes.count)
+        #expect(refusals.keptShapes.count == 2)
+    }
+
     @Test func theSameShapeIsHandedOutAgainAndTheLastFewAreKept() {
         let refusals = RefusalResponses(limits: .throttle(name: "like", window: .seconds(1)))
         let first = refusals.made(for: .throttled(retryAfter: .milliseconds(300))).answer
