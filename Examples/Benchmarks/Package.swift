@@ -79,10 +79,23 @@ let package = Package(
             ]
         ),
 
+        // MARK: The plugins the gate benchmarks and gate-profile share
+        .target(
+            name: "GateBenchPlugins",
+            dependencies: [.product(name: "Sluice", package: "Sluice")],
+            path: "Sources/GateBenchPlugins",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ]
+        ),
+
         // MARK: Gate decisions per second on one loop (package-benchmark)
         .executableTarget(
             name: "GateBenchmarks",
             dependencies: [
+                "GateBenchPlugins",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Sluice", package: "Sluice"),
                 .product(name: "SluiceButtonTap", package: "Sluice"),
@@ -98,6 +111,7 @@ let package = Package(
         .executableTarget(
             name: "gate-profile",
             dependencies: [
+                "GateBenchPlugins",
                 .product(name: "Sluice", package: "Sluice"),
                 .product(name: "SluiceButtonTap", package: "Sluice"),
                 .product(name: "SluicePayment", package: "Sluice"),

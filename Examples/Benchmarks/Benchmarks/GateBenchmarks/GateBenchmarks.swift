@@ -1,4 +1,5 @@
 import Benchmark
+import GateBenchPlugins
 import Sluice
 import SluiceBuiltInCodecs
 import SluiceButtonTap
@@ -115,7 +116,7 @@ let benchmarks: @Sendable () -> Void = {
         let bench = try GateBench()
         defer { bench.shutdown() }
         let requests = (0..<1_000).map {
-            bench.gate.request(bench.chain, ChainedCall(account: "acct:\($0)", address: "10.0.\($0 / 256).\($0 % 256)"))
+            bench.gate.request(bench.chain, ChainedCall.numbered($0))
         }
         await bench.onLoop(requests, count: requests.count)  // every key in its tables
         benchmark.startMeasurement()
@@ -252,34 +253,4 @@ final class DroppingTransport: SessionTransport, @unchecked Sendable {
     }
 
     func closeAfterFlush() {}
-}
-
-/// A request of ``ChainedPlugin``: an account and a client address.
-struct ChainedCall: Sendable {
-    let account: String
-    let address: String
-}
-
-/// A plugin whose requests pass a chain of three limits — a GCRA per account, a GCRA per
-/// client address, at most four in flight per account — and whose effect runs in place.
-struct ChainedPlugin: GatePlugin {
-    let name = "chain"
-    let policy = GatePolicy.unrestricted
-    let limits: [LimitStage<ChainedCall>]
-
-    init() throws {
-        // Rates no benchmark reaches: every request is admitted.
-        let rate = try RateLimitOptions(count: 1_000_000_000, per: .seconds(1), burst: 1_000_000)
-        limits = [
-            try .rate("account", rate) { $0.account },
-            try .rate("address", rate) { $0.address },
-            try .concurrency("account-in-flight", limit: 4) { $0.account },
-        ]
-    }
-
-    func key(for input: ChainedCall) -> String { input.account }
-
-    func run(_ input: ChainedCall, context: EffectContext) async throws {}
-
-    func runImmediately(_ input: ChainedCall, context: EffectContext) throws -> Void? { () }
 }

@@ -1,3 +1,4 @@
+import GateBenchPlugins
 import Sluice
 import SluiceButtonTap
 import SluicePayment
@@ -69,7 +70,7 @@ case "pay":
     await run(fresh, count)
 case "chain":
     // As GateBenchmarks' "chain GCRA per account → GCRA per address → concurrency per account".
-    let calls = (0..<1_000).map { gate.request(chain, ChainedCall(account: "acct:\($0)", address: "10.0.\($0 / 256).\($0 % 256)")) }
+    let calls = (0..<1_000).map { gate.request(chain, ChainedCall.numbered($0)) }
     await run(calls, calls.count, report: false)
     await run(calls, count)
 case "replay":
@@ -81,32 +82,3 @@ default:
     await run(taps, count)
 }
 group.shutdownGracefully()
-
-/// A request of ``ChainedPlugin``: an account and a client address.
-struct ChainedCall: Sendable {
-    let account: String
-    let address: String
-}
-
-/// As GateBenchmarks' plugin of the same name: a GCRA per account, a GCRA per address, at most
-/// four in flight per account, and an effect that runs in place.
-struct ChainedPlugin: GatePlugin {
-    let name = "chain"
-    let policy = GatePolicy.unrestricted
-    let limits: [LimitStage<ChainedCall>]
-
-    init() throws {
-        let rate = try RateLimitOptions(count: 1_000_000_000, per: .seconds(1), burst: 1_000_000)
-        limits = [
-            try .rate("account", rate) { $0.account },
-            try .rate("address", rate) { $0.address },
-            try .concurrency("account-in-flight", limit: 4) { $0.account },
-        ]
-    }
-
-    func key(for input: ChainedCall) -> String { input.account }
-
-    func run(_ input: ChainedCall, context: EffectContext) async throws {}
-
-    func runImmediately(_ input: ChainedCall, context: EffectContext) throws -> Void? { () }
-}
