@@ -34,7 +34,9 @@ struct RedisInstancesTests {
             port = try await errors.waitForPort(listening: "[SluiceLineProtocol] listening")
         }
 
-        func client() throws -> LineClient { try LineClient(port: port) }
+        /// A client of this instance whose reads wait at most `timeoutSeconds` (scaled under a
+        /// sanitizer).
+        func client(timeoutSeconds: Int = 5) throws -> LineClient { try LineClient(port: port, timeoutSeconds: timeoutSeconds) }
 
         /// Sends one request and reads its reply.
         func send(_ line: String) async throws -> String {
@@ -199,7 +201,8 @@ struct RedisInstancesTests {
         defer { a.stop() }
         let b = try await Instance(redis: redis, options)
         defer { b.stop() }
-        let client = try a.client()
+        // Its reply comes after the 5 s the payment takes: a 5 s read timeout raced it.
+        let client = try a.client(timeoutSeconds: 30)
         try client.send("1 PAY acct k1 10\n")
         // The slot is in Redis, under the account's hash tag, once a admitted its payment.
         try await pollUntil { try await redis.command(["ZCARD", "sluice:{acct}:pay/pay-concurrency:c"]) == "1" }
