@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
         .library(name: "SluiceLineProtocol", targets: ["SluiceLineProtocol"]),
+        .library(name: "SluiceHTTPCodec", targets: ["SluiceHTTPCodec"]),
         .library(name: "SluiceHTTP", targets: ["SluiceHTTP"]),
         .library(name: "SluiceButtonTap", targets: ["SluiceButtonTap"]),
         .library(name: "SluicePayment", targets: ["SluicePayment"]),
@@ -139,12 +140,23 @@ let package = Package(
             ]
         ),
 
+        // The HTTP layer every HTTP front shares (Sluice's server, framework middleware): the
+        // strict parser and its request view, the codec protocol, answers, problems and the
+        // outcome mapping. No transport.
+        .target(
+            name: "SluiceHTTPCodec",
+            dependencies: [
+                "Sluice",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+            ]
+        ),
+
         .target(
             name: "SluiceHTTP",
             dependencies: [
-                "Sluice", "SluiceLibevent",
+                "Sluice", "SluiceLibevent", "SluiceHTTPCodec",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -155,7 +167,7 @@ let package = Package(
         .target(
             name: "SluiceBuiltInCodecs",
             dependencies: [
-                "Sluice", "SluiceLibevent", "SluiceLineProtocol", "SluiceHTTP",
+                "Sluice", "SluiceLibevent", "SluiceLineProtocol", "SluiceHTTPCodec",
                 "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
@@ -167,7 +179,7 @@ let package = Package(
         .target(
             name: "SluiceHummingbird",
             dependencies: [
-                "Sluice", "SluiceHTTP",
+                "Sluice", "SluiceHTTPCodec",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
@@ -271,7 +283,7 @@ let package = Package(
         .testTarget(
             name: "SluiceHummingbirdTests",
             dependencies: [
-                "Sluice", "SluiceHTTP", "SluiceHummingbird", "SluicePluginTesting",
+                "Sluice", "SluiceHTTP", "SluiceHummingbird", "SluicePluginTesting", "SluiceTestSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),

@@ -8,7 +8,7 @@ import Synchronization
 
 /// The HTTP/1.1 front: Sluice's own server on the gate's loops (a listener per loop, sharing
 /// the port; each connection a bounded `TCPConnection` read by a strict
-/// ``HTTPRequestParser``), routing each request through its ``HTTPCodec`` to the gate, and
+/// `HTTPRequestParser`), routing each request through its `HTTPCodec` to the gate, and
 /// answering `/echo` (limited per connection), `/metrics` (Prometheus text, from the renderer it
 /// is given) and `/healthz` (503 while the gate drains) itself. Every error is an RFC 9457
 /// problem; every answer carries `Date`, and `Connection: close` when the connection closes.

@@ -2,7 +2,7 @@ import HTTPTypes
 import Sluice
 import SluiceLibevent
 
-/// The plugin routes an HTTP front answers, each an ``HTTPCodec`` bound to a registered plugin.
+/// The plugin routes an HTTP front answers, each an `HTTPCodec` bound to a registered plugin.
 ///
 /// ```swift
 /// var routes = HTTPRoutes()

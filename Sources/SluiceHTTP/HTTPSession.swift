@@ -3,7 +3,7 @@ import Sluice
 import SluiceCore
 import SluiceLibevent
 
-/// One client connection of the HTTP server: parses its requests with ``HTTPRequestParser`` in
+/// One client connection of the HTTP server: parses its requests with `HTTPRequestParser` in
 /// place, routes each to its codec and the gate — synchronously when the key's loop is this one,
 /// with one hop otherwise — answers `/echo`, `/metrics` and `/healthz` itself, and writes the
 /// answers in the order the requests came (HTTP/1.1 pipelining). Its requests wait in a gate

@@ -2,7 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import SluiceHTTP
+import SluiceHTTPCodec
 
 extension HTTPAnswer {
     /// This answer as a Hummingbird `Response` (status, header fields, body).

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import Sluice
 import SluiceCore
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// Stripe-style idempotency in front of the rest of the chain: the first request with an
 /// `Idempotency-Key` runs it, and its response (status, header fields, body) is stored and

@@ -1,7 +1,7 @@
 #if Hummingbird
 import Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 import Synchronization
 
 /// How ``IdempotencyMiddleware`` tells a refusal by Sluice's own middleware behind it (a

@@ -2,7 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// A GCRA rate limit per key in front of the rest of the chain.
 ///

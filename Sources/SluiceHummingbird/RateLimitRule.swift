@@ -1,6 +1,6 @@
 #if Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// A GCRA rate limit registered in a `PluginRegistry`, which ``RateLimitMiddleware`` decides
 /// with on a shared `Gate`.

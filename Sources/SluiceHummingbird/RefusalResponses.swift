@@ -2,7 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 import SluiceLibevent
 import Synchronization
 

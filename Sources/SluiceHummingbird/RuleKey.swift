@@ -1,6 +1,6 @@
 #if Hummingbird
 import Hummingbird
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// The keys the middleware's closures return: 1 to ``maximumBytes`` bytes of UTF-8, so that
 /// unique long values (a multi-kilobyte `Authorization` field, say) cannot fill a table's

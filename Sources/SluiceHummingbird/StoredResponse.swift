@@ -2,7 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// A response as an idempotency record keeps it: the status, the header fields as name/value
 /// pairs and the body's bytes. `Codable`, so that a shared store can keep it too.

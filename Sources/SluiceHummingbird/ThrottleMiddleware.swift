@@ -2,7 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// A throttle per key in front of the rest of the chain: a key's first request in each window
 /// runs it, the others are answered 429 at once. The gate decides on the thread that handles the

@@ -1,6 +1,6 @@
 #if Hummingbird
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 
 /// A throttle registered in a `PluginRegistry` (the first request of each window per key runs,
 /// the others are refused), which ``ThrottleMiddleware`` decides with on a shared `Gate`.

@@ -145,7 +145,7 @@ extension HTTPField.Name {
     /// `Idempotent-Replayed`.
     static var idempotentReplayedForTests: HTTPField.Name { forTests("Idempotent-Replayed") }
 
-    private static func forTests(_ name: String) -> HTTPField.Name {
+    static func forTests(_ name: String) -> HTTPField.Name {
         guard let name = HTTPField.Name(name) else { preconditionFailure("a valid field name") }
         return name
     }

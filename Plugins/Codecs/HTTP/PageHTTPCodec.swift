@@ -1,6 +1,6 @@
 import HTTPTypes
 import Sluice
-import SluiceHTTP
+import SluiceHTTPCodec
 import SluiceLibevent
 import SluicePage
 

@@ -1,7 +1,7 @@
 import HTTPTypes
 import Sluice
 import SluiceCore
-import SluiceHTTP
+import SluiceHTTPCodec
 import SluiceLibevent
 import SluicePayment
 

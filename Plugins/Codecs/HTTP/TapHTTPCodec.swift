@@ -1,7 +1,7 @@
 import HTTPTypes
 import Sluice
 import SluiceButtonTap
-import SluiceHTTP
+import SluiceHTTPCodec
 import SluiceLibevent
 
 /// `POST /tap/<key>` → 200 `{"tap":<n>}` (n: this key's taps that ran) · 429 `throttled` with

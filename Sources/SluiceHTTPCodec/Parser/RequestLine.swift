@@ -113,7 +113,7 @@ struct RequestLine: Sendable, Hashable {
 }
 
 /// Whether `bytes` are exactly `text`'s bytes (case-sensitive).
-func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+package func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
     guard bytes.count == text.utf8CodeUnitCount else { return false }
     guard let base = bytes.baseAddress else { return text.utf8CodeUnitCount == 0 }
     return memcmp(base, text.utf8Start, bytes.count) == 0
