@@ -81,12 +81,12 @@ public final class MemoryStore: SharedStore {
     public var calls: Int { state.withSanitizedLock { $0.calls } }
 
     /// Whether it is switched on (``setAvailable(_:)``).
-    public func isReachable(on loop: SluiceLoop) -> Bool {
+    public func isReachable(from caller: any StoreCaller) -> Bool {
         state.withSanitizedLock { $0.available }
     }
 
     private func answer<Value: Sendable>(
-        on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
+        on caller: any StoreCaller, _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         _ body: (inout State, Int64) -> Result<Value, StoreError>
     ) {
         let t = now().nanoseconds
@@ -95,7 +95,7 @@ public final class MemoryStore: SharedStore {
             guard state.available else { return .failure(StoreError(code: .unavailable, message: "the memory store is switched off")) }
             return body(&state, t)
         }
-        loop.execute { completion(result) }
+        caller.execute { completion(result) }
     }
 
     private static func add(_ a: Int64, _ b: Int64) -> Int64 {
@@ -106,11 +106,11 @@ public final class MemoryStore: SharedStore {
     private static let full = StoreError(code: .unavailable, message: "the memory store is full")
 
     public func throttle(
-        _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
+        _ key: StoreKey, interval: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
     ) {
         let window = interval.nanosecondsClamped
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             if let last = state.windows[key], t < Self.add(last, window) {
                 return .success(.nanoseconds(Self.add(last, window) - t))
             }
@@ -124,10 +124,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func rateLimit(
-        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             let instant = Instant(nanoseconds: t)
             if state.limits[key] == nil, state.limits.count >= capacity {
                 state.limits = state.limits.filter { !$0.value.isIdle(at: instant) }
@@ -141,10 +141,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             if let existing = state.records[record], t < existing.expiresAt {
                 if existing.fingerprint != fingerprint { return .success(.mismatch(storedFingerprint: existing.fingerprint)) }
                 if let result = existing.result { return .success(.completed(result)) }
@@ -169,10 +169,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             // A claim replaces the record's lease: the same lease means no one claimed it since,
             // even if it ran out.
             guard var existing = state.records[record], existing.lease == lease, existing.result == nil else {
@@ -186,10 +186,10 @@ public final class MemoryStore: SharedStore {
 
     public func complete(
         _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-        on loop: SluiceLoop,
+        on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             // A lease that ran out is still current until another owner claims the record (the
             // claim raises the fence): its owner may complete it late.
             guard var existing = state.records[record], existing.lease == lease else { return .success(false) }
@@ -202,10 +202,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func release(
-        _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             guard let existing = state.records[record], existing.lease == lease, existing.result == nil else {
                 return .success(false)
             }
@@ -217,10 +217,10 @@ public final class MemoryStore: SharedStore {
     // MARK: - Chains
 
     public func admit(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             let instant = Instant(nanoseconds: t)
             var admission = StoreAdmission(result: .admitted, verdicts: [])
             // Each rate stage's state after this request, written only if every stage admits.
@@ -308,10 +308,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func giveBack(
-        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             for (index, stage) in stages.enumerated() where admission.hold.contains(index) {
                 let key = stage.storeKey
                 switch stage.limit {
@@ -333,10 +333,10 @@ public final class MemoryStore: SharedStore {
     }
 
     public func renewSlots(
-        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
-        answer(on: loop, completion) { state, t in
+        answer(on: caller, completion) { state, t in
             var held = 0
             for stage in stages {
                 guard case .concurrency(_, let lease) = stage.limit, let until = state.slots[stage.storeKey]?[owner] else {

@@ -240,7 +240,7 @@ extension PluginLane {
     func sharedLeaseRefusal(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
         guard let binding = shared, let held = binding.held[token] else { return nil }
         return held.commitRefusal(
-            now: shard.now, storeReachable: binding.store.isReachable(on: shard.loop), storeAddress: binding.store.address,
+            now: shard.now, storeReachable: binding.store.isReachable(from: shard.loop), storeAddress: binding.store.address,
             execution: token)
     }
 

@@ -7,8 +7,10 @@ import SluiceLibevent
 /// in Redis, so that every instance behind a load balancer sees the same state.
 ///
 /// A plugin chooses its store when it is registered (``PluginStore``). The gate calls these
-/// methods on the loop of the shard that owns the key (`loop`), and a store calls each
-/// completion exactly once, on that loop, never from inside the call itself. A store answers
+/// methods on the loop of the shard that owns the key and passes that loop as the `caller`
+/// (a ``StoreCaller``: no loop type appears in this protocol, so a store can be driven by a
+/// simulation on one thread), and a store calls each completion exactly once, through the
+/// caller's `execute` or on the caller's thread, never from inside the call itself. A store answers
 /// every decision in one step, with its own clock (never the callers'), and fails a call with
 /// ``StoreError`` rather than guess: the plugin's ``StoreFailureMode`` decides what then
 /// happens.
@@ -28,13 +30,13 @@ public protocol SharedStore: Sendable {
     /// A leading-only throttle: `nil` when the request may run (its window starts now), else how
     /// long until the key may run again.
     func throttle(
-        _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
+        _ key: StoreKey, interval: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void)
 
     /// A GCRA decision for `cost` units, with the fields redis-cell returns. A refused request
     /// spends nothing.
     func rateLimit(
-        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void)
 
     /// Claims the record for `owner` (unique to this execution, across processes) unless it is
@@ -43,14 +45,14 @@ public protocol SharedStore: Sendable {
     /// is kept: the record's claims are counted at least that long, so that a later claim's
     /// fence is still greater than every earlier one's.
     func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void)
 
     /// Extends a running owner's lease to `duration` from now. A lease that ran out is still
     /// current until another owner claims the record: it is renewed (the record opened again with
     /// `fingerprint`). `false` when another owner claimed it since: nothing changes.
     func renew(
-        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
 
     /// Stores the result of the lease's execution, kept `retention`, with the claim's
@@ -60,13 +62,13 @@ public protocol SharedStore: Sendable {
     /// same lease is accepted (a retried write).
     func complete(
         _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-        on loop: SluiceLoop,
+        on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
 
     /// Deletes the record the lease holds, so that a retry runs (the execution was cancelled
     /// before it committed). `false` when the lease is not current: nothing changes.
     func release(
-        _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)
 
     /// Decides `stages` for a request of `cost` units, all or nothing, in one step: each stage
@@ -75,7 +77,7 @@ public protocol SharedStore: Sendable {
     /// its execution, across processes) for the stage's lease. Called only with stages that
     /// ``place(of:)`` puts in one place.
     func admit(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void)
 
     /// Gives back what `admission` holds of `stages` (the stages it was decided on): `cost` is
@@ -84,14 +86,14 @@ public protocol SharedStore: Sendable {
     /// concurrency stage is freed, and each throttle window it opened is closed while it is
     /// still that window.
     func giveBack(
-        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
 
     /// Extends `owner`'s slot in each concurrency stage among `stages` to the stage's lease from
     /// now; answers how many of them it still held (a slot whose lease ran out is not taken
     /// again).
     func renewSlots(
-        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void)
 
     /// Where the store keeps `stage`'s state: consecutive stages with the same place are decided
@@ -103,16 +105,17 @@ public protocol SharedStore: Sendable {
     /// Where the store is, for log lines (a Redis server's address); the type's name by default.
     var address: String { get }
 
-    /// Whether a call made now from `loop` can reach the store, as far as this process knows
-    /// (`false` once its connection is lost, until it is made again); read on `loop`. The
+    /// Whether a call made now from `caller` can reach the store, as far as this process knows
+    /// (`false` once its connection is lost, until it is made again); read on the caller's
+    /// thread. The
     /// commit guard refuses to commit under a lease that cannot be renewed. `true` by default.
-    func isReachable(on loop: SluiceLoop) -> Bool
+    func isReachable(from caller: any StoreCaller) -> Bool
 }
 
 extension SharedStore {
     public var address: String { "\(Self.self)" }
 
-    public func isReachable(on loop: SluiceLoop) -> Bool { true }
+    public func isReachable(from caller: any StoreCaller) -> Bool { true }
 
     public func place(of stage: StoreStage) -> Int? { nil }
 }

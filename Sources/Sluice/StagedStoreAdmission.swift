@@ -91,26 +91,26 @@ struct StagedStoreAdmission {
 extension SharedStore {
     /// Decides `stages` all or nothing: in one step when the store keeps them in one place,
     /// otherwise step by step, a refusal or a failure giving back
-    /// what the earlier steps took. Completes on `loop`, never from inside the call.
+    /// what the earlier steps took. Completes on `caller`'s thread, never from inside the call.
     public func admitChain(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         let staged = StagedStoreAdmission(places: stages.map { place(of: $0) })
         if staged.isOneStep {
-            admit(stages, cost: cost, owner: owner, on: loop) { answer in
-                if case .failure = answer { self.releaseSlots(stages, owner: owner, on: loop) }
+            admit(stages, cost: cost, owner: owner, on: caller) { answer in
+                if case .failure = answer { self.releaseSlots(stages, owner: owner, on: caller) }
                 completion(answer)
             }
             return
         }
-        carryOut(staged.first, staged, stages, cost: cost, owner: owner, on: loop, completion)
+        carryOut(staged.first, staged, stages, cost: cost, owner: owner, on: caller, completion)
     }
 
     /// Gives back what `admission` (an answer of ``admitChain(_:cost:owner:on:_:)`` for
     /// `stages`) holds, one call per place. What the store does not take is not asked again: a
     /// rate refund lost refuses more, never less, and a slot comes free when its lease runs out.
-    public func giveBackChain(_ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop) {
+    public func giveBackChain(_ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller) {
         guard !admission.hold.isEmpty else { return }
         for range in StagedStoreAdmission(places: stages.map { place(of: $0) }).steps {
             // An admission that holds anything has a verdict for every stage (a store that
@@ -119,64 +119,64 @@ extension SharedStore {
                 result: .admitted, verdicts: Array(admission.verdicts[range.clamped(to: admission.verdicts.indices)]))
             for index in range where admission.hold.contains(index) { part.hold.insert(index - range.lowerBound) }
             guard !part.hold.isEmpty else { continue }
-            giveBack(Array(stages[range]), admission: part, cost: cost, owner: owner, on: loop) { _ in }
+            giveBack(Array(stages[range]), admission: part, cost: cost, owner: owner, on: caller) { _ in }
         }
     }
 
     /// Frees whatever slot `owner` may hold in the concurrency stages among `stages` (all in one
     /// place): a decision whose answer was lost may have taken them. Harmless when it did not.
-    func releaseSlots(_ stages: [StoreStage], owner: String, on loop: SluiceLoop) {
+    func releaseSlots(_ stages: [StoreStage], owner: String, on caller: any StoreCaller) {
         var slots = StoreAdmission(result: .admitted, verdicts: [])
         for (index, stage) in stages.enumerated() {
             if case .concurrency = stage.limit { slots.hold.insert(index) }
         }
         guard !slots.hold.isEmpty else { return }
-        giveBack(stages, admission: slots, cost: 0, owner: owner, on: loop) { _ in }
+        giveBack(stages, admission: slots, cost: 0, owner: owner, on: caller) { _ in }
     }
 
     /// Renews `owner`'s slots in the concurrency stages among `stages`, one call per place;
     /// answers how many it still held, or the first failure.
     public func renewChainSlots(
-        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
         let slots = stages.filter { if case .concurrency = $0.limit { true } else { false } }
         let steps = StagedStoreAdmission(places: slots.map { place(of: $0) }).steps
         guard !steps.isEmpty else {
-            loop.execute { completion(.success(0)) }
+            caller.execute { completion(.success(0)) }
             return
         }
         let answers = SlotRenewalTally(expected: steps.count, completion)
         for range in steps {
-            renewSlots(Array(slots[range]), owner: owner, on: loop) { answers.add($0) }
+            renewSlots(Array(slots[range]), owner: owner, on: caller) { answers.add($0) }
         }
     }
 
     private func carryOut(
         _ step: StagedStoreAdmission.Step, _ staged: StagedStoreAdmission, _ stages: [StoreStage], cost: Int,
-        owner: String, on loop: SluiceLoop,
+        owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         switch step {
         case .ask(let range):
-            admit(Array(stages[range]), cost: cost, owner: owner, on: loop) { answer in
+            admit(Array(stages[range]), cost: cost, owner: owner, on: caller) { answer in
                 var next = staged
                 let step = next.answered(answer)
-                self.carryOut(step, next, stages, cost: cost, owner: owner, on: loop, completion)
+                self.carryOut(step, next, stages, cost: cost, owner: owner, on: caller, completion)
             }
         case .decided(let admission, let giveBack):
             for taken in giveBack {
-                self.giveBack(Array(stages[taken.range]), admission: taken.admission, cost: cost, owner: owner, on: loop) { _ in }
+                self.giveBack(Array(stages[taken.range]), admission: taken.admission, cost: cost, owner: owner, on: caller) { _ in }
             }
             if staged.steps.isEmpty {
-                loop.execute { completion(.success(admission)) }
+                caller.execute { completion(.success(admission)) }
             } else {
                 completion(.success(admission))
             }
         case .failed(let error, let step, let giveBack):
-            releaseSlots(Array(stages[step]), owner: owner, on: loop)
+            releaseSlots(Array(stages[step]), owner: owner, on: caller)
             for taken in giveBack {
-                self.giveBack(Array(stages[taken.range]), admission: taken.admission, cost: cost, owner: owner, on: loop) { _ in }
+                self.giveBack(Array(stages[taken.range]), admission: taken.admission, cost: cost, owner: owner, on: caller) { _ in }
             }
             completion(.failure(error))
         }
@@ -185,8 +185,9 @@ extension SharedStore {
 
 /// The answers of one renewal sent to several places, summed once all came (on one loop).
 private final class SlotRenewalTally: @unchecked Sendable {
-    // @unchecked Sendable: a store completes every call on the loop it was made on, and all of
-    // these calls were made on one loop, so the fields are only touched there.
+    // @unchecked Sendable: a store completes every call on the thread of the caller it was made
+    // from, and all of these calls were made from one caller, so the fields are only touched
+    // there.
     private var expected: Int
     private var held = 0
     private var failure: StoreError?

@@ -30,12 +30,12 @@ extension RedisStore {
     }
 
     public func admit(
-        _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
     ) {
         var arguments: [[UInt8]] = [Self.argument(max(0, cost)), Array(owner.utf8)]
         for stage in stages { arguments += Self.admitArguments(stage) }
-        run(RedisChainScripts.admit, keys: stages.map(stageKey), arguments: arguments, on: loop, completion) { reply in
+        run(RedisChainScripts.admit, keys: stages.map(stageKey), arguments: arguments, on: caller, completion) { reply in
             Self.admission(reply, stages: stages)
         }
     }
@@ -60,11 +60,11 @@ extension RedisStore {
     /// key: `<prefix>:{<plugin>:<key>}:<kind>`) with the admit script: the verdict, whether it
     /// admits or refuses.
     func decide(
-        _ stage: StoreStage, key: [UInt8], cost: Int, on loop: SluiceLoop,
+        _ stage: StoreStage, key: [UInt8], cost: Int, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreVerdict, StoreError>) -> Void
     ) {
         let arguments = [Self.argument(max(0, cost)), []] + Self.admitArguments(stage)
-        run(RedisChainScripts.admit, keys: [key], arguments: arguments, on: loop, completion) { reply in
+        run(RedisChainScripts.admit, keys: [key], arguments: arguments, on: caller, completion) { reply in
             Self.admission(reply, stages: [stage])?.verdicts.first
         }
     }
@@ -105,7 +105,7 @@ extension RedisStore {
     }
 
     public func giveBack(
-        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
     ) {
         var keys: [[UInt8]] = []
@@ -123,16 +123,16 @@ extension RedisStore {
             keys.append(stageKey(stage))
         }
         guard !keys.isEmpty else {
-            loop.execute { completion(.success(())) }
+            caller.execute { completion(.success(())) }
             return
         }
-        run(RedisChainScripts.giveBack, keys: keys, arguments: arguments, on: loop, completion) { reply in
+        run(RedisChainScripts.giveBack, keys: keys, arguments: arguments, on: caller, completion) { reply in
             reply.int == 1 ? () : nil
         }
     }
 
     public func renewSlots(
-        _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+        _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
     ) {
         var keys: [[UInt8]] = []
@@ -143,9 +143,9 @@ extension RedisStore {
             arguments.append(Self.argument(Self.milliseconds(lease)))
         }
         guard !keys.isEmpty else {
-            loop.execute { completion(.success(0)) }
+            caller.execute { completion(.success(0)) }
             return
         }
-        run(RedisChainScripts.renewSlots, keys: keys, arguments: arguments, on: loop, completion) { $0.int }
+        run(RedisChainScripts.renewSlots, keys: keys, arguments: arguments, on: caller, completion) { $0.int }
     }
 }

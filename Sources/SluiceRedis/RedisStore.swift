@@ -85,13 +85,18 @@ public final class RedisStore: SharedStore {
 
     /// Whether the connection of `loop` is usable now (read on that loop).
     public func isConnected(on loop: SluiceLoop) -> Bool {
-        connections[ObjectIdentifier(loop)]?.isConnected ?? false
+        connection(for: loop)?.isConnected ?? false
+    }
+
+    /// The connection on `caller`'s loop, if it is one of the store's loops.
+    func connection(for caller: any StoreCaller) -> RedisConnection? {
+        connections[ObjectIdentifier(caller)]
     }
 
     /// Whether the connection of `loop` is usable now: a lost connection (Redis killed,
     /// restarting) makes the commit guard refuse, since the lease cannot be renewed.
-    public func isReachable(on loop: SluiceLoop) -> Bool {
-        isConnected(on: loop)
+    public func isReachable(from caller: any StoreCaller) -> Bool {
+        connection(for: caller)?.isConnected ?? false
     }
 
     // MARK: - Keys
@@ -136,15 +141,15 @@ public final class RedisStore: SharedStore {
 
     // MARK: - Running scripts
 
-    /// Runs `script` on `loop`'s connection and hands its reply to `parse`; completes on the
-    /// loop, never from inside this call.
+    /// Runs `script` on the connection of `caller`'s loop and hands its reply to `parse`;
+    /// completes on that loop, never from inside this call.
     func run<Value: Sendable>(
-        _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on loop: SluiceLoop,
+        _ script: RedisScript, keys: [[UInt8]], arguments: [[UInt8]], on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Value, StoreError>) -> Void,
         parse: @escaping @Sendable (RedisReply) -> Value?
     ) {
-        guard let connection = connections[ObjectIdentifier(loop)] else {
-            loop.execute { completion(.failure(StoreError(code: .unavailable, message: "no Redis connection on this loop"))) }
+        guard let connection = connection(for: caller) else {
+            caller.execute { completion(.failure(StoreError(code: .unavailable, message: "no Redis connection on this loop"))) }
             return
         }
         let finish: @Sendable (Result<RedisReply, RedisCallError>) -> Void = { result in
@@ -160,7 +165,7 @@ public final class RedisStore: SharedStore {
                 let code: StoreError.Code = error.code == .timeout ? .timeout : .unavailable
                 // A call that fails at once completes inside `send`: defer it to keep the
                 // store's promise (never from inside the call).
-                loop.execute { completion(.failure(StoreError(code: code, message: error.message))) }
+                caller.execute { completion(.failure(StoreError(code: code, message: error.message))) }
             }
         }
         connection.send(script.evalsha(keys: keys, arguments: arguments)) { result in
@@ -191,11 +196,11 @@ public final class RedisStore: SharedStore {
     // MARK: - SharedStore
 
     public func throttle(
-        _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
+        _ key: StoreKey, interval: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
     ) {
         let stage = StoreStage(scope: key.plugin, key: key.key, limit: .throttle(interval: interval))
-        decide(stage, key: self.key(key, "t"), cost: 1, on: loop) { verdict in
+        decide(stage, key: self.key(key, "t"), cost: 1, on: caller) { verdict in
             completion(
                 verdict.flatMap { verdict in
                     guard case .throttle(let wait, _) = verdict else { return .failure(Self.unexpectedVerdict) }
@@ -205,11 +210,11 @@ public final class RedisStore: SharedStore {
     }
 
     public func rateLimit(
-        _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
+        _ key: StoreKey, options: RateLimitOptions, cost: Int, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
     ) {
         let stage = StoreStage(scope: key.plugin, key: key.key, limit: .rate(options))
-        decide(stage, key: self.key(key, "g"), cost: cost, on: loop) { verdict in
+        decide(stage, key: self.key(key, "g"), cost: cost, on: caller) { verdict in
             completion(
                 verdict.flatMap { verdict in
                     guard case .stage(.rate(let decision)) = verdict else { return .failure(Self.unexpectedVerdict) }
@@ -222,7 +227,7 @@ public final class RedisStore: SharedStore {
     private static let unexpectedVerdict = StoreError(code: .protocolError, message: "a store script answered another kind of stage")
 
     public func claim(
-        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
     ) {
         // The fence counter outlives its record's lease (a late owner's completion checks it)
@@ -233,7 +238,7 @@ public final class RedisStore: SharedStore {
             RedisStoreScripts.claim, keys: [self.key(record, "r"), self.key(record, "f"), epochKey],
             arguments: [
                 Array(fingerprint.utf8), Array(owner.utf8), Self.argument(Self.milliseconds(lease)), Self.argument(counterTTL),
-            ], on: loop, completion
+            ], on: caller, completion
         ) { reply in
             guard let fields = reply.array, let kind = fields.first?.text else { return nil }
             switch (kind, fields.count) {
@@ -255,7 +260,7 @@ public final class RedisStore: SharedStore {
     }
 
     public func renew(
-        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
@@ -263,32 +268,32 @@ public final class RedisStore: SharedStore {
             arguments: [
                 Array(lease.owner.utf8), Self.argument(lease.fence.counter), Self.argument(Self.milliseconds(duration)),
                 Array(fingerprint.utf8), Self.argument(lease.fence.epoch),
-            ], on: loop, completion
+            ], on: caller, completion
         ) { $0.int.map { $0 == 1 } }
     }
 
     public func complete(
         _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-        on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+        on caller: any StoreCaller, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
             RedisStoreScripts.complete, keys: [key(record, "r"), key(record, "f"), epochKey],
             arguments: [
                 Array(lease.owner.utf8), Self.argument(lease.fence.counter), result,
                 Self.argument(Self.milliseconds(retention)), Array(fingerprint.utf8), Self.argument(lease.fence.epoch),
-            ], on: loop, completion
+            ], on: caller, completion
         ) { $0.int.map { $0 == 1 } }
     }
 
     public func release(
-        _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
+        _ record: StoreKey, lease: StoreLease, on caller: any StoreCaller,
         _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
     ) {
         run(
             RedisStoreScripts.release, keys: [key(record, "r"), epochKey],
             arguments: [
                 Array(lease.owner.utf8), Self.argument(lease.fence.counter), Self.argument(lease.fence.epoch),
-            ], on: loop, completion
+            ], on: caller, completion
         ) { $0.int.map { $0 == 1 } }
     }
 }

@@ -18,7 +18,7 @@ import Testing
             let owner: String
             let lease: Duration
             let retention: Duration
-            let loop: SluiceLoop
+            let caller: any StoreCaller
             let completion: @Sendable (Result<StoreClaim, StoreError>) -> Void
         }
 
@@ -46,16 +46,16 @@ import Testing
             for claim in held {
                 inner.claim(
                     claim.record, fingerprint: claim.fingerprint, owner: claim.owner, lease: claim.lease,
-                    retention: claim.retention, on: claim.loop, claim.completion)
+                    retention: claim.retention, on: claim.caller, claim.completion)
             }
         }
 
         func claim(
-            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
+            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
         ) {
             let held = Held(
-                record: record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, loop: loop,
+                record: record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, caller: caller,
                 completion: completion)
             let holding = state.withSanitizedLock { state in
                 guard state.holdNext else { return false }
@@ -65,66 +65,66 @@ import Testing
             }
             guard !holding else { return }
             inner.claim(
-                record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: loop, completion)
+                record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: caller, completion)
         }
 
         func throttle(
-            _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
+            _ key: StoreKey, interval: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
         ) {
-            inner.throttle(key, interval: interval, on: loop, completion)
+            inner.throttle(key, interval: interval, on: caller, completion)
         }
 
         func admit(
-            _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
         ) {
-            inner.admit(stages, cost: cost, owner: owner, on: loop, completion)
+            inner.admit(stages, cost: cost, owner: owner, on: caller, completion)
         }
 
         func giveBack(
-            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
         ) {
-            inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: loop, completion)
+            inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: caller, completion)
         }
 
         func renewSlots(
-            _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
         ) {
-            inner.renewSlots(stages, owner: owner, on: loop, completion)
+            inner.renewSlots(stages, owner: owner, on: caller, completion)
         }
 
         func rateLimit(
-            _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
+            _ key: StoreKey, options: RateLimitOptions, cost: Int, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
         ) {
-            inner.rateLimit(key, options: options, cost: cost, on: loop, completion)
+            inner.rateLimit(key, options: options, cost: cost, on: caller, completion)
         }
 
         func renew(
-            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
+            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) {
-            inner.renew(record, lease: lease, fingerprint: fingerprint, duration: duration, on: loop, completion)
+            inner.renew(record, lease: lease, fingerprint: fingerprint, duration: duration, on: caller, completion)
         }
 
         func complete(
             _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-            on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+            on caller: any StoreCaller, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) {
-            inner.complete(record, lease: lease, fingerprint: fingerprint, result: result, retention: retention, on: loop, completion)
+            inner.complete(record, lease: lease, fingerprint: fingerprint, result: result, retention: retention, on: caller, completion)
         }
 
         func release(
-            _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
+            _ record: StoreKey, lease: StoreLease, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
         ) {
-            inner.release(record, lease: lease, on: loop, completion)
+            inner.release(record, lease: lease, on: caller, completion)
         }
 
-        func isReachable(on loop: SluiceLoop) -> Bool { inner.isReachable(on: loop) }
+        func isReachable(from caller: any StoreCaller) -> Bool { inner.isReachable(from: caller) }
     }
 
     /// A payment ran and its result could not be written (the store went away), and its lease

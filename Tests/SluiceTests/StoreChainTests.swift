@@ -33,21 +33,21 @@ import Testing
         }
 
         func admit(
-            _ stages: [StoreStage], cost: Int, owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], cost: Int, owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<StoreAdmission, StoreError>) -> Void
         ) {
             admits.add(1, ordering: .relaxed)
             if holdsNextAdmit.exchange(false, ordering: .relaxed) {
                 // Held back (as a slow network may), until the test lets it through.
                 let inner = self.inner
-                heldAdmits.withSanitizedLock { $0.append { inner.admit(stages, cost: cost, owner: owner, on: loop, completion) } }
+                heldAdmits.withSanitizedLock { $0.append { inner.admit(stages, cost: cost, owner: owner, on: caller, completion) } }
                 return
             }
             guard !failsAdmits.load(ordering: .relaxed) else {
-                loop.execute { completion(.failure(StoreError(code: .timeout, message: "the chain's answer was lost"))) }
+                caller.execute { completion(.failure(StoreError(code: .timeout, message: "the chain's answer was lost"))) }
                 return
             }
-            inner.admit(stages, cost: cost, owner: owner, on: loop, completion)
+            inner.admit(stages, cost: cost, owner: owner, on: caller, completion)
         }
 
         /// Lets the decisions held back reach the store now.
@@ -60,55 +60,55 @@ import Testing
         }
 
         func giveBack(
-            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], admission: StoreAdmission, cost: Int, owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
         ) {
-            inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: loop) { [self] result in
+            inner.giveBack(stages, admission: admission, cost: cost, owner: owner, on: caller) { [self] result in
                 self.givenBack.add(1, ordering: .relaxed)
                 completion(result)
             }
         }
 
         func renewSlots(
-            _ stages: [StoreStage], owner: String, on loop: SluiceLoop,
+            _ stages: [StoreStage], owner: String, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Int, StoreError>) -> Void
         ) {
             renewals.add(1, ordering: .relaxed)
             guard !dropsRenewals.load(ordering: .relaxed) else { return }
-            inner.renewSlots(stages, owner: owner, on: loop, completion)
+            inner.renewSlots(stages, owner: owner, on: caller, completion)
         }
 
         func throttle(
-            _ key: StoreKey, interval: Duration, on loop: SluiceLoop,
+            _ key: StoreKey, interval: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Duration?, StoreError>) -> Void
-        ) { inner.throttle(key, interval: interval, on: loop, completion) }
+        ) { inner.throttle(key, interval: interval, on: caller, completion) }
 
         func rateLimit(
-            _ key: StoreKey, options: RateLimitOptions, cost: Int, on loop: SluiceLoop,
+            _ key: StoreKey, options: RateLimitOptions, cost: Int, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<RateLimitDecision, StoreError>) -> Void
-        ) { inner.rateLimit(key, options: options, cost: cost, on: loop, completion) }
+        ) { inner.rateLimit(key, options: options, cost: cost, on: caller, completion) }
 
         func claim(
-            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on loop: SluiceLoop,
+            _ record: StoreKey, fingerprint: String, owner: String, lease: Duration, retention: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<StoreClaim, StoreError>) -> Void
-        ) { inner.claim(record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: loop, completion) }
+        ) { inner.claim(record, fingerprint: fingerprint, owner: owner, lease: lease, retention: retention, on: caller, completion) }
 
         func renew(
-            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on loop: SluiceLoop,
+            _ record: StoreKey, lease: StoreLease, fingerprint: String, duration: Duration, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-        ) { inner.renew(record, lease: lease, fingerprint: fingerprint, duration: duration, on: loop, completion) }
+        ) { inner.renew(record, lease: lease, fingerprint: fingerprint, duration: duration, on: caller, completion) }
 
         func complete(
             _ record: StoreKey, lease: StoreLease, fingerprint: String, result: [UInt8], retention: Duration,
-            on loop: SluiceLoop, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-        ) { inner.complete(record, lease: lease, fingerprint: fingerprint, result: result, retention: retention, on: loop, completion) }
+            on caller: any StoreCaller, _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
+        ) { inner.complete(record, lease: lease, fingerprint: fingerprint, result: result, retention: retention, on: caller, completion) }
 
         func release(
-            _ record: StoreKey, lease: StoreLease, on loop: SluiceLoop,
+            _ record: StoreKey, lease: StoreLease, on caller: any StoreCaller,
             _ completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void
-        ) { inner.release(record, lease: lease, on: loop, completion) }
+        ) { inner.release(record, lease: lease, on: caller, completion) }
 
-        func isReachable(on loop: SluiceLoop) -> Bool { inner.isReachable(on: loop) }
+        func isReachable(from caller: any StoreCaller) -> Bool { inner.isReachable(from: caller) }
 
         var given: Int { givenBack.load(ordering: .relaxed) }
         var admitted: Int { admits.load(ordering: .relaxed) }
