@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SluicePluginTesting", targets: ["SluicePluginTesting"]),
         .library(name: "SluiceLibevent", targets: ["SluiceLibevent"]),
         .library(name: "Sluice", targets: ["Sluice"]),
+        .library(name: "SluiceFronts", targets: ["SluiceFronts"]),
         .library(name: "SluiceLineProtocol", targets: ["SluiceLineProtocol"]),
         .library(name: "SluiceHTTPCodec", targets: ["SluiceHTTPCodec"]),
         .library(name: "SluiceHTTP", targets: ["SluiceHTTP"]),
@@ -129,11 +130,14 @@ let package = Package(
             dependencies: ["Sluice", "SluicePayment", "SluiceRedis", .product(name: "Logging", package: "swift-log")],
             path: "Plugins/PaymentRedisLedger", exclude: ["README.md"]),
 
-        // MARK: Fronts
+        // MARK: Fronts (machinery that knows no plugin)
+        // What every front shares: the echo limit, the activity a draining server waits on.
+        .target(name: "SluiceFronts", dependencies: ["SluiceCore", "SluiceLibevent"]),
+
         .target(
             name: "SluiceLineProtocol",
             dependencies: [
-                "Sluice",
+                "Sluice", "SluiceFronts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -155,7 +159,7 @@ let package = Package(
         .target(
             name: "SluiceHTTP",
             dependencies: [
-                "Sluice", "SluiceLibevent", "SluiceHTTPCodec",
+                "Sluice", "SluiceLibevent", "SluiceFronts", "SluiceHTTPCodec",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -190,7 +194,7 @@ let package = Package(
         .executableTarget(
             name: "SluiceEcho",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
+                "Sluice", "SluiceFronts", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
                 "SluiceSearch", "SluiceRateLimit", "SluicePage", "SluiceRedis", "SluicePaymentRedisLedger",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

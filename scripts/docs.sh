@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-modules=(SluiceCore SluiceLibevent Sluice SluiceLineProtocol SluiceHTTPCodec SluiceHTTP SluiceTesting SluicePluginTesting
+modules=(SluiceCore SluiceLibevent Sluice SluiceFronts SluiceLineProtocol SluiceHTTPCodec SluiceHTTP SluiceTesting SluicePluginTesting
     SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceBuiltInCodecs SluiceRedis SluicePaymentRedisLedger SluiceHummingbird)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 

@@ -6,6 +6,7 @@ import ServiceLifecycle
 import Sluice
 import SluiceBuiltInCodecs
 import SluiceButtonTap
+import SluiceFronts
 import SluiceHTTP
 import SluiceLineProtocol
 import SluicePage

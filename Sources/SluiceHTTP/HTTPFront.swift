@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import Sluice
+import SluiceFronts
 import SluiceLibevent
 import Synchronization
 

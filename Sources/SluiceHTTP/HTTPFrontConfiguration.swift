@@ -1,4 +1,5 @@
 import Sluice
+import SluiceFronts
 import SluiceCore
 import SluiceLibevent
 

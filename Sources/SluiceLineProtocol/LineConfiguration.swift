@@ -1,4 +1,5 @@
 import Sluice
+import SluiceFronts
 
 /// How a ``LineServer`` listens, and the limits of the verbs it answers itself.
 public struct LineConfiguration: Sendable, Hashable {
