@@ -234,6 +234,7 @@ let package = Package(
                 "CLibevent",
                 "SluiceCore",
                 "SluiceLibevent",
+                "SluiceLineProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -269,6 +270,8 @@ let package = Package(
             name: "SluiceLibeventTests",
             dependencies: [
                 "SluiceLibevent", "SluiceCore", "SluiceTestSupport",
+                // The transport's tests speak lines to it through the line front's framing.
+                "SluiceLineProtocol",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -300,6 +303,7 @@ let package = Package(
             dependencies: [
                 "SluiceLoadCore",
                 "SluiceLibevent",
+                "SluiceLineProtocol",
                 "SluiceCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

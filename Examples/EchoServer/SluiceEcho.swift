@@ -247,13 +247,13 @@ struct SluiceEcho: AsyncParsableCommand {
     var lineConfiguration: LineConfiguration {
         LineConfiguration(
             tcp: TCPConfiguration(
-                host: host, port: port, maximumLineLength: maxLine,
+                host: host, port: port,
                 outputHighWatermark: outputHighKibibytes << 10,
                 outputLowWatermark: (outputHighKibibytes << 10) / 4,
                 idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(idleTimeoutSeconds),
-                lineTimeout: lineTimeoutSeconds == 0 ? nil : .seconds(lineTimeoutSeconds),
                 maximumConnections: maxConnections == 0 ? nil : maxConnections,
                 connectionBufferBudget: connectionBuffersMebibytes << 20, reusePort: reusePort),
+            framing: LineFraming(maximumLineLength: maxLine, lineTimeout: lineTimeoutSeconds == 0 ? nil : .seconds(lineTimeoutSeconds)),
             echoRate: echoRate,
             echoBurst: echoBurst,
             maximumInFlight: maxInFlight)

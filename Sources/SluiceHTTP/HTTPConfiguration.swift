@@ -93,9 +93,9 @@ public struct HTTPConfiguration: Sendable, Hashable {
     /// and turn, with room for one whole request in a connection's input.
     public var tcp: TCPConfiguration {
         TCPConfiguration(
-            host: host, port: port, maximumLineLength: 1, outputHighWatermark: outputHighWatermark,
+            host: host, port: port, outputHighWatermark: outputHighWatermark,
             outputLowWatermark: outputLowWatermark, socketUnsentLimit: socketUnsentLimit, idleTimeout: idleTimeout,
-            lineTimeout: nil, maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget,
+            maximumConnections: maximumConnections, connectionBufferBudget: connectionBufferBudget,
             backlog: backlog, turnDuration: turnDuration, maximumBufferedInput: parserLimits.maximumMessageBytes,
             reusePort: reusePort)
     }

@@ -12,9 +12,9 @@ import Darwin
 
 /// Outgoing TCP connections: the client side of ``TCPConnection``.
 ///
-/// A client connection is an ordinary ``TCPConnection`` on a loop: the same bounds, the same
-/// output backpressure, and for a line client the same ``LineFramer`` (LF-terminated lines, CR
-/// dropped, overlong lines reported and skipped). Only how the socket is opened differs.
+/// A client connection is an ordinary ``TCPConnection`` on a loop: the same bounds and the same
+/// output backpressure (the line front adds a `connect` that cuts lines with the server's
+/// framer). Only how the socket is opened differs.
 ///
 /// ```swift
 /// let connection = try await TCPClient.connect(host: "127.0.0.1", port: 7070, on: loop) { _ in
@@ -28,7 +28,7 @@ public enum TCPClient {
     private static let nextID = Atomic<UInt64>(UInt64.max)
 
     /// Connects to `host:port`, then starts a ``TCPConnection`` for the socket on `loop` and
-    /// hands its lines to the handler `makeLineHandler` returns (called on the loop thread).
+    /// hands its bytes to the handler `makeHandler` returns (called on the loop thread).
     ///
     /// The TCP handshake runs on the caller's thread with a timeout (a non-blocking `connect`
     /// and `poll`), not on the loop: on loopback it completes at once; to a remote host it may
@@ -38,27 +38,12 @@ public enum TCPClient {
     ///   - host: an IPv4 or IPv6 literal, or `localhost`.
     ///   - port: the server's port.
     ///   - loop: the loop the connection runs on.
+    ///   - configuration: output watermarks and idle timeout for the connection (its `host`,
+    ///     `port` and `backlog` are not used). The default has no idle timeout.
     ///   - timeout: how long the TCP handshake may take.
-    ///   - configuration: line length, output watermarks and idle timeout for the connection
-    ///     (its `host`, `port` and `backlog` are not used). The default has no idle timeout.
-    ///   - makeLineHandler: makes the connection's line handler, on the loop thread.
+    ///   - makeHandler: makes the connection's byte handler, on the loop thread.
     /// - Throws: `SluiceError`: `.invalidOption` for a bad address or port, `.bindFailed`
     ///   when the connection is refused, times out or the socket cannot be created.
-    public static func connect(
-        host: String,
-        port: Int,
-        on loop: SluiceLoop,
-        configuration: TCPConfiguration = TCPConfiguration(idleTimeout: nil),
-        timeout: Duration = .seconds(5),
-        makeLineHandler: @escaping @Sendable (TCPConnection) -> any TCPLineHandler
-    ) async throws(SluiceError) -> TCPConnection {
-        try await connect(host: host, port: port, on: loop, configuration: configuration, timeout: timeout) {
-            LineFramingHandler(makeLineHandler($0), configuration: configuration)
-        }
-    }
-
-    /// Connects to `host:port` like the line client above, handing the connection's bytes to
-    /// the handler `makeHandler` makes (on the loop thread).
     public static func connect(
         host: String,
         port: Int,

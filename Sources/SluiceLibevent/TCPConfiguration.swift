@@ -6,8 +6,6 @@ public struct TCPConfiguration: Sendable, Hashable {
     public var host: String
     /// The port to bind; 0 picks a free port (every loop then shares the first loop's port).
     public var port: Int
-    /// The longest line accepted, in bytes, CR and LF not counted.
-    public var maximumLineLength: Int
     /// Output bytes above which the connection stops reading (its peer is not draining replies).
     public var outputHighWatermark: Int
     /// Output bytes at or below which a paused connection reads again.
@@ -23,11 +21,6 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// A connection that sends nothing for this long, or takes none of the output waiting for
     /// it for this long, is closed; `nil` never closes one.
     public var idleTimeout: Duration?
-    /// A line must be complete (its LF arrived) within this long of its first byte, or the
-    /// connection is closed: progress counts, not bytes, so a peer trickling a byte at a time
-    /// cannot hold a connection. Time a connection spends paused (its replies not read, or
-    /// its requests in flight at their cap) does not count. `nil` sets no limit.
-    public var lineTimeout: Duration?
     /// Open connections allowed over all loops; a connection over the cap gets the server's
     /// refusal bytes and is closed at once. `nil` sets no cap.
     public var maximumConnections: Int?
@@ -48,7 +41,7 @@ public struct TCPConfiguration: Sendable, Hashable {
     /// frame, or frames waiting while reading is paused). A handler refuses frames larger than
     /// this; at it, the connection stops reading until the handler consumes some.
     public var maximumBufferedInput: Int
-    /// How long one connection's lines may be handled in a row before the loop turns to its
+    /// How long one connection's input (its lines, its requests) may be handled in a row before the loop turns to its
     /// other connections: past it, the rest of what the connection sent waits (and reading
     /// pauses) in the loop's queue of busy connections, as does a connection whose read filled
     /// the read buffer. Each pass of the loop serves the sockets that became ready, then that
@@ -69,12 +62,10 @@ public struct TCPConfiguration: Sendable, Hashable {
     public init(
         host: String = "127.0.0.1",
         port: Int = 7070,
-        maximumLineLength: Int = 8192,
         outputHighWatermark: Int = 64 << 10,
         outputLowWatermark: Int = 16 << 10,
         socketUnsentLimit: Int? = 16 << 10,
         idleTimeout: Duration? = .seconds(300),
-        lineTimeout: Duration? = .seconds(10),
         maximumConnections: Int? = 10_000,
         connectionBufferBudget: Int? = 256 << 20,
         acceptBackoff: Duration = .milliseconds(50),
@@ -85,12 +76,10 @@ public struct TCPConfiguration: Sendable, Hashable {
     ) {
         self.host = host
         self.port = port
-        self.maximumLineLength = maximumLineLength
         self.outputHighWatermark = outputHighWatermark
         self.outputLowWatermark = outputLowWatermark
         self.socketUnsentLimit = socketUnsentLimit
         self.idleTimeout = idleTimeout
-        self.lineTimeout = lineTimeout
         self.maximumConnections = maximumConnections
         self.connectionBufferBudget = connectionBufferBudget
         self.acceptBackoff = acceptBackoff
@@ -107,7 +96,6 @@ public struct TCPConfiguration: Sendable, Hashable {
             throw SluiceError(code: .invalidOption, message: message, value: input.description)
         }
         if !(0...65535).contains(port) { try fail("port must be 0...65535", port) }
-        if maximumLineLength < 1 { try fail("maximumLineLength must be at least 1", maximumLineLength) }
         if outputHighWatermark < 1 { try fail("outputHighWatermark must be at least 1", outputHighWatermark) }
         if outputLowWatermark < 0 || outputLowWatermark >= outputHighWatermark {
             try fail("outputLowWatermark must be 0 or more and below outputHighWatermark", outputLowWatermark)
@@ -116,7 +104,6 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("socketUnsentLimit must be 1 KiB to 64 MiB", socketUnsentLimit)
         }
         if let idleTimeout, idleTimeout <= .zero { try fail("idleTimeout must be positive", idleTimeout) }
-        if let lineTimeout, lineTimeout <= .zero { try fail("lineTimeout must be positive", lineTimeout) }
         if let maximumConnections, maximumConnections < 1 { try fail("maximumConnections must be at least 1", maximumConnections) }
         if let connectionBufferBudget, connectionBufferBudget < outputHighWatermark {
             try fail("connectionBufferBudget must be at least outputHighWatermark", connectionBufferBudget)
@@ -126,8 +113,6 @@ public struct TCPConfiguration: Sendable, Hashable {
             try fail("turnDuration must be positive and at most 1 s", turnDuration)
         }
         if backlog < 1 { try fail("backlog must be at least 1", backlog) }
-        if maximumBufferedInput < maximumLineLength + 2 {
-            try fail("maximumBufferedInput must hold a line of maximumLineLength with its CR and LF", maximumBufferedInput)
-        }
+        if maximumBufferedInput < 1 { try fail("maximumBufferedInput must be at least 1", maximumBufferedInput) }
     }
 }

@@ -3,12 +3,13 @@ import SluiceCore
 
 /// A TCP server on every loop of a group: one listener per loop, sharing one listening socket
 /// (or with `reusePort`, the port), each connection a bounded ``TCPConnection`` on the loop
-/// that accepted it, its bytes handed to a ``TCPConnectionHandler`` (or framed into lines for a
-/// ``TCPLineHandler``).
+/// that accepted it, its bytes handed to a ``TCPConnectionHandler``. The transport carries
+/// bytes; a protocol frames them (the line front's `TCPLineHandler` adds a `bind` that cuts
+/// lines).
 ///
 /// ```swift
 /// let server = try await TCPServer.bind(group: group, configuration: .init(port: 7070)) { _ in
-///     EchoLineHandler()
+///     MyByteHandler()
 /// }
 /// ```
 public final class TCPServer: Sendable {
@@ -32,40 +33,20 @@ public final class TCPServer: Sendable {
         self.listeners = listeners
     }
 
-    /// Binds a listener on every loop of `group`, framing each connection's bytes into lines
-    /// for the handler `makeLineHandler` makes for it (on the accepting loop's thread).
+    /// Binds a listener on every loop of `group`, handing each connection's bytes to the
+    /// handler `makeHandler` makes for it (on the accepting loop's thread).
     ///
     /// - Parameters:
     ///   - group: the loops to listen on, one listener each, sharing the port.
     ///   - configuration: the address, the limits and the timeouts of the connections.
-    ///   - refusal: the bytes a connection over ``TCPConfiguration/maximumConnections`` gets
-    ///     before it is closed (a protocol's "too many connections" line).
+    ///   - refusal: makes the bytes a connection over ``TCPConfiguration/maximumConnections``
+    ///     gets before it is closed (for each refused connection: an answer that carries the
+    ///     time, say).
     ///   - accounting: the connection cap and buffer budget shared with other servers; `nil`
     ///     makes one from the configuration, for this server alone.
     ///   - logger: where accept failures (out of descriptors or memory) are logged, one line
     ///     when they start and one when accepting works again.
-    ///   - makeLineHandler: makes each connection's line handler, on the accepting loop's thread.
-    /// - Throws: `SluiceError`: `.invalidOption` for a bad configuration,
-    ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
-    public static func bind(
-        group: SluiceLoopGroup,
-        configuration: TCPConfiguration,
-        refusal: [UInt8] = [],
-        accounting: ConnectionAccounting? = nil,
-        logger: Logger = Logger(label: "sluice.tcp"),
-        makeLineHandler: @escaping @Sendable (TCPConnection) -> any TCPLineHandler
-    ) async throws -> TCPServer {
-        try await bind(group: group, configuration: configuration, refusal: { refusal }, accounting: accounting, logger: logger) {
-            LineFramingHandler(makeLineHandler($0), configuration: configuration)
-        }
-    }
-
-    /// Binds a listener on every loop of `group`, handing each connection's bytes to the
-    /// handler `makeHandler` makes for it (on the accepting loop's thread).
-    ///
-    /// - Parameters: as for the line server above, but `refusal` makes the refusal's bytes (for
-    ///   each refused connection: an answer that carries the time, say), and `makeHandler`
-    ///   makes a byte handler.
+    ///   - makeHandler: makes each connection's byte handler, on the accepting loop's thread.
     /// - Throws: `SluiceError`: `.invalidOption` for a bad configuration,
     ///   `.bindFailed` when the address cannot be bound. Listeners already bound are closed.
     public static func bind(

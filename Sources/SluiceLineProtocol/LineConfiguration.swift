@@ -3,8 +3,10 @@ import SluiceFronts
 
 /// How a ``LineServer`` listens, and the limits of the verbs it answers itself.
 public struct LineConfiguration: Sendable, Hashable {
-    /// Sockets, line length, watermarks, idle timeout.
+    /// Sockets, watermarks, idle timeout, turns.
     public var tcp: TCPConfiguration
+    /// The longest line and how long a line may take.
+    public var framing: LineFraming
     /// `ECHO` lines allowed per second per connection (GCRA, sustained).
     public var echoRate: Int
     /// `ECHO` lines a connection may send back to back before the rate applies.
@@ -16,9 +18,11 @@ public struct LineConfiguration: Sendable, Hashable {
 
     /// The configuration `sluice-echo` starts with.
     public init(
-        tcp: TCPConfiguration = TCPConfiguration(), echoRate: Int = 10_000, echoBurst: Int = 1_000, maximumInFlight: Int = 128
+        tcp: TCPConfiguration = TCPConfiguration(), framing: LineFraming = LineFraming(), echoRate: Int = 10_000,
+        echoBurst: Int = 1_000, maximumInFlight: Int = 128
     ) {
         self.tcp = tcp
+        self.framing = framing
         self.maximumInFlight = maximumInFlight
         self.echoRate = echoRate
         self.echoBurst = echoBurst
@@ -32,6 +36,7 @@ public struct LineConfiguration: Sendable, Hashable {
     /// Checks every option.
     public func validate() throws(SluiceError) {
         try tcp.validate()
+        try framing.validate(for: tcp)
         _ = try echoLimit()
         guard maximumInFlight >= 1 else {
             throw SluiceError(

@@ -64,7 +64,7 @@ public final class LineServer: Service, Sendable {
     @discardableResult
     public func start() async throws -> Int {
         let server = try await TCPServer.bind(
-            group: gate.group, configuration: configuration.tcp, refusal: Array(Self.refusal.utf8), accounting: accounting,
+            group: gate.group, configuration: configuration.tcp, framing: configuration.framing, refusal: Array(Self.refusal.utf8), accounting: accounting,
             logger: logger
         ) { [self] connection in
             LineSession(server: self, connection: connection)

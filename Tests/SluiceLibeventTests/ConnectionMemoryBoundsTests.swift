@@ -1,6 +1,7 @@
 import Foundation
 import SluiceCore
 @testable import SluiceLibevent
+import SluiceLineProtocol
 import SluiceTestSupport
 import Synchronization
 import Testing
@@ -47,8 +48,8 @@ private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
         let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "unsent-test")
         defer { group.shutdownGracefully() }
         let handler = CountingEchoHandler()
-        let configuration = TCPConfiguration(port: 0, socketUnsentLimit: 16 << 10, lineTimeout: nil)
-        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in handler }
+        let configuration = TCPConfiguration(port: 0, socketUnsentLimit: 16 << 10)
+        let server = try await TCPServer.bind(group: group, configuration: configuration, framing: LineFraming(lineTimeout: nil)) { _ in handler }
         let client = try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096)
         defer { client.abort() }
         sendFromThread(client, lines: 8_000, length: 1_000)
@@ -70,8 +71,8 @@ private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
         defer { group.shutdownGracefully() }
         let handler = CountingEchoHandler()
         let budget = 128 << 10
-        let configuration = TCPConfiguration(port: 0, lineTimeout: nil, connectionBufferBudget: budget)
-        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in handler }
+        let configuration = TCPConfiguration(port: 0, connectionBufferBudget: budget)
+        let server = try await TCPServer.bind(group: group, configuration: configuration, framing: LineFraming(lineTimeout: nil)) { _ in handler }
         let peers = 32
         let clients = try (0..<peers).map { _ in try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096) }
         defer { clients.forEach { $0.abort() } }

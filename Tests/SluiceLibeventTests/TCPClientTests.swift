@@ -1,5 +1,6 @@
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 import Synchronization
 import SluiceTestSupport
 import Testing

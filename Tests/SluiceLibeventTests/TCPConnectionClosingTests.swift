@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 import SluiceTestSupport
 import Synchronization
 import Testing

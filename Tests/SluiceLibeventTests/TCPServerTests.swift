@@ -2,6 +2,7 @@ import Foundation
 import SluiceCore
 import SluiceTestSupport
 import SluiceLibevent
+import SluiceLineProtocol
 import Synchronization
 import Testing
 
@@ -65,15 +66,16 @@ private final class TurnProbeHandler: TCPLineHandler, Sendable {
 /// Starts an echo server on a fresh group, runs `body`, then shuts everything down.
 private func withEchoServer(
     loops: Int = 2,
-    configure: (inout TCPConfiguration) -> Void = { _ in },
+    configure: (inout TCPConfiguration, inout LineFraming) -> Void = { _, _ in },
     _ body: (TCPServer, Observations) async throws -> Void
 ) async throws {
     let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "tcp-test")
     var configuration = TCPConfiguration(port: 0)
-    configure(&configuration)
+    var framing = LineFraming()
+    configure(&configuration, &framing)
     let observations = Observations()
     do {
-        let server = try await TCPServer.bind(group: group, configuration: configuration) { _ in
+        let server = try await TCPServer.bind(group: group, configuration: configuration, framing: framing) { _ in
             TestEchoHandler(observations: observations)
         }
         try await body(server, observations)
@@ -123,7 +125,7 @@ private func withEchoServer(
     }
 
     @Test func maximumLineLengthIsConfigurable() async throws {
-        try await withEchoServer(configure: { $0.maximumLineLength = 4 }) { server, _ in
+        try await withEchoServer(configure: { $1.maximumLineLength = 4 }) { server, _ in
             let client = try LineClient(port: server.port)
             try client.send("1234\n12345\nok\n")
             #expect(try await client.readLines(3) == ["1234", "- ERR line-too-long", "ok"])
@@ -159,7 +161,7 @@ private func withEchoServer(
             $0.outputLowWatermark = 16 << 10
             // Backpressure only: no line timer (under a sanitizer, with both cores busy, a line
             // the server has begun can wait longer than the default 10 s for its next bytes).
-            $0.lineTimeout = nil
+            $1.lineTimeout = nil
         }) { server, observations in
             let client = try LineClient(port: server.port, timeoutSeconds: 20)
             let line = String(repeating: "z", count: 1000)
@@ -208,7 +210,7 @@ private func withEchoServer(
     }
 
     @Test func idleConnectionsAreClosed() async throws {
-        try await withEchoServer(configure: { $0.idleTimeout = .milliseconds(100) }) { server, observations in
+        try await withEchoServer(configure: { tcp, _ in tcp.idleTimeout = .milliseconds(100) }) { server, observations in
             let client = try LineClient(port: server.port)
             try client.send("ping\n")
             #expect(try await client.readLine() == "ping")

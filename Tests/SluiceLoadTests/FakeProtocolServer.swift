@@ -1,5 +1,6 @@
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 import Synchronization
 
 /// A tiny in-test server speaking sluice-echo's line protocol well enough for the

@@ -57,7 +57,7 @@ import Testing
     /// do not extend it, as they do the idle timeout.
     @Test func aTricklingLineIsClosedAtTheLineTimeout() async throws {
         try await withServer(configure: {
-            $0.tcp.lineTimeout = .milliseconds(300)
+            $0.framing.lineTimeout = .milliseconds(300)
             $0.tcp.idleTimeout = .seconds(60)
         }) { server in
             let healthy = try server.client()

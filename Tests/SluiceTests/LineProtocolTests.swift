@@ -261,7 +261,7 @@ func replies(_ client: LineClient, _ count: Int) async throws -> [String: String
     }
 
     @Test func malformedInputsGetErrorsAndTheConnectionStaysOpen() async throws {
-        try await withServer(configure: { $0.tcp.maximumLineLength = 140 }) { server in
+        try await withServer(configure: { $0.framing.maximumLineLength = 140 }) { server in
             let client = try server.client()
             var bytes: [UInt8] = Array("1 ECHO caf".utf8) + [0xC3, 0x28] + Array("\n".utf8)  // not UTF-8
             bytes += Array("\n".utf8)  // empty line: no id

@@ -1,5 +1,6 @@
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 
 /// A connection for one request at a time (the `STATS` probes around a run).
 final class ControlConnection: Sendable {

@@ -1,6 +1,7 @@
 import DequeModule
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import SluiceCore
 import SluiceLibevent
+import SluiceLineProtocol
 import Synchronization
 
 /// One progress sample, reported once a second while a run sends.

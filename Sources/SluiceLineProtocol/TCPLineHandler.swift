@@ -1,14 +1,15 @@
 import SluiceCore
+import SluiceLibevent
 
-/// What a line server (or client) does with one connection's lines: a ``TCPConnectionHandler``
+/// What a line server (or client) does with one connection's lines: a `TCPConnectionHandler`
 /// whose bytes are split into LF-terminated lines by ``LineFramer`` first. Every method is
 /// called on the connection's loop thread.
 ///
-/// ``TCPServer/bind(group:configuration:refusal:accounting:logger:makeLineHandler:)`` and
-/// ``TCPClient/connect(host:port:on:configuration:timeout:makeLineHandler:)`` frame the lines
-/// with the configuration's ``TCPConfiguration/maximumLineLength``, time each line with its
-/// ``TCPConfiguration/lineTimeout`` and hand lines over for at most its
-/// ``TCPConfiguration/turnDuration`` in a row.
+/// `TCPServer.bind(group:configuration:framing:refusal:accounting:logger:makeLineHandler:)` and
+/// `TCPClient.connect(host:port:on:configuration:framing:timeout:makeLineHandler:)` frame the
+/// lines with the framing's ``LineFraming/maximumLineLength``, time each line with its
+/// ``LineFraming/lineTimeout`` and hand lines over for at most the transport's `turnDuration` in
+/// a row.
 public protocol TCPLineHandler: AnyObject {
     /// The connection is open; nothing has been read yet.
     func connectionOpened(_ connection: TCPConnection)
@@ -23,7 +24,7 @@ public protocol TCPLineHandler: AnyObject {
     /// a handler with replies still to come closes it later with `closeAfterFlush()`.
     func connectionInputEnded(_ connection: TCPConnection)
     /// A line did not complete within the configured line timeout of its first byte. The
-    /// connection closes (reason ``TCPConnection/CloseReason/frameTimeout``) once what the
+    /// connection closes (reason `TCPConnection.CloseReason.frameTimeout`) once what the
     /// handler writes now has been sent; the default writes nothing.
     func connectionLineTimedOut(_ connection: TCPConnection)
     /// The connection is closed; nothing more will be read or written.
@@ -48,11 +49,11 @@ final class LineFramingHandler: TCPConnectionHandler {
     /// Lines handed over between two looks at the clock while a turn lasts.
     private static let linesPerClockCheck = 16
 
-    init(_ lines: any TCPLineHandler, configuration: TCPConfiguration) {
+    init(_ lines: any TCPLineHandler, framing: LineFraming, turnDuration: Duration?) {
         self.lines = lines
-        self.framer = LineFramer(maximumLineLength: configuration.maximumLineLength)
-        self.lineTimeout = configuration.lineTimeout
-        self.turnDuration = configuration.turnDuration
+        self.framer = LineFramer(maximumLineLength: framing.maximumLineLength)
+        self.lineTimeout = framing.lineTimeout
+        self.turnDuration = turnDuration
     }
 
     func connectionOpened(_ connection: TCPConnection) {

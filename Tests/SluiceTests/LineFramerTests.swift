@@ -1,4 +1,4 @@
-import SluiceLibevent
+import SluiceLineProtocol
 import Testing
 
 /// Feeds chunks to a framer the way a connection does (unconsumed bytes are fed again with the
