@@ -78,13 +78,22 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
         return storage
     }()
 
+    /// The timeline a test moves by hand, when the loop was made with one (see
+    /// ``ManualLoopClock``); `nil`: the monotonic clock.
+    public let manualClock: ManualLoopClock?
+
     /// Creates an event base and starts its thread.
     ///
+    /// - Parameters:
+    ///   - name: the thread's name.
+    ///   - clock: a timeline for the loop's time, timers and connection timeouts that a test
+    ///     moves by hand; `nil` (the default) runs them on the monotonic clock.
     /// - Throws: `SluiceError` when libevent cannot create the base or the thread cannot
     ///   start.
-    public init(name: String = "sluice-loop") throws(SluiceError) {
+    public init(name: String = "sluice-loop", clock: ManualLoopClock? = nil) throws(SluiceError) {
         LibeventThreading.enable()
         self.name = name
+        self.manualClock = clock
 
         guard let config = event_config_new() else {
             throw SluiceError(code: .baseCreationFailed, message: "event_config_new failed", value: name)
@@ -161,10 +170,17 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
     /// same instant. Call on the loop thread only.
     public var now: Instant {
         assertInEventLoop()
+        if let manualClock { return manualClock.now }
         if let cached = loopOnly.cachedNow { return cached }
         let fresh = Instant(nanoseconds: sluice_monotonic_nanoseconds())
         loopOnly.cachedNow = fresh
         return fresh
+    }
+
+    /// The loop's time read now, not cached (any thread): the monotonic clock's, or the manual
+    /// clock's for a loop made with one. Deadlines of timers and connections are on it.
+    public var currentTime: Instant {
+        manualClock?.now ?? Self.monotonicNow()
     }
 
     /// The current monotonic time, read now (any thread).
@@ -343,13 +359,19 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
     /// first.
     @discardableResult
     public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> LoopTimer {
-        schedule(at: Self.monotonicNow() + delay, body)
+        schedule(at: currentTime + delay, body)
     }
 
     private func arm(_ timer: LoopTimer) {
         assertInEventLoop()
         guard !timer.isCancelled, !loopOnly.stopRequested else {
             timer.body = nil
+            return
+        }
+        if let manualClock {
+            manualClock.schedule(at: timer.deadline) { [self] in
+                executeIfRunning { self.fireManually(timer) }
+            }
             return
         }
         let context = Unmanaged.passRetained(timer).toOpaque()
@@ -392,6 +414,13 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
         if !timer.isCancelled {
             body?()
         }
+    }
+
+    /// Runs a timer of a manual clock whose deadline the clock reached.
+    private func fireManually(_ timer: LoopTimer) {
+        let body = timer.body
+        timer.body = nil
+        if !timer.isCancelled { body?() }
     }
 
     fileprivate func cancel(_ timer: LoopTimer) {

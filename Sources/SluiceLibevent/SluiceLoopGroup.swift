@@ -23,11 +23,14 @@ public final class SluiceLoopGroup: Sendable {
         max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
-    /// Starts `loopCount` loops named `<namePrefix>-<index>`.
+    /// Starts `loopCount` loops named `<namePrefix>-<index>`, on `clock` when a test passes one
+    /// (see ``ManualLoopClock``).
     ///
     /// - Throws: `SluiceError` with code `.invalidOption` when `loopCount < 1`, or the
     ///   error of a loop that failed to start (the loops already started are shut down).
-    public init(loopCount: Int = SluiceLoopGroup.coreCount, namePrefix: String = "sluice-loop") throws(SluiceError) {
+    public init(
+        loopCount: Int = SluiceLoopGroup.coreCount, namePrefix: String = "sluice-loop", clock: ManualLoopClock? = nil
+    ) throws(SluiceError) {
         guard loopCount >= 1 else {
             throw SluiceError(code: .invalidOption, message: "a loop group needs at least one loop", value: "\(loopCount)")
         }
@@ -35,7 +38,7 @@ public final class SluiceLoopGroup: Sendable {
         loops.reserveCapacity(loopCount)
         do {
             for index in 0..<loopCount {
-                loops.append(try SluiceLoop(name: "\(namePrefix)-\(index)"))
+                loops.append(try SluiceLoop(name: "\(namePrefix)-\(index)", clock: clock))
             }
         } catch {
             for loop in loops { loop.shutdownGracefully() }

@@ -585,11 +585,18 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     private func armTimerIfNeeded() {
         guard state.pointee.open, let deadline = nextDeadline else { return }
         if let armed = state.pointee.timerArmedAt, armed <= deadline { return }
+        if let manualClock = loop.manualClock {
+            state.pointee.timerArmedAt = deadline
+            manualClock.schedule(at: deadline) { [self] in
+                loop.executeIfRunning { self.timerFired() }
+            }
+            return
+        }
         if state.pointee.timerEvent == nil {
             state.pointee.timerEvent = event_new(loop.base, -1, 0, tcpConnectionTimerCallback, Unmanaged.passUnretained(self).toOpaque())
         }
         guard let event = state.pointee.timerEvent else { return }
-        let delay = max(.zero, deadline - SluiceLoop.monotonicNow())
+        let delay = max(.zero, deadline - loop.currentTime)
         var tv = timeval(duration: delay)
         event_add(event, &tv)
         state.pointee.timerArmedAt = deadline
@@ -598,7 +605,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
     fileprivate func timerFired() {
         state.pointee.timerArmedAt = nil
         guard state.pointee.open else { return }
-        let now = SluiceLoop.monotonicNow()
+        let now = loop.currentTime
         let s = state.pointee
         if s.lingering {
             if now >= s.lingerUntil {
@@ -766,7 +773,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         }
         _ = shutdown(state.pointee.socket, Int32(SHUT_WR))
         state.pointee.lingering = true
-        state.pointee.lingerUntil = SluiceLoop.monotonicNow() + Self.lingerDuration
+        state.pointee.lingerUntil = loop.currentTime + Self.lingerDuration
         state.pointee.input.release()
         accountBuffers()
         updateReading()

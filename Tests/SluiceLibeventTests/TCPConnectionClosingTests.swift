@@ -44,10 +44,11 @@ private final class ClosingHandler: TCPLineHandler {
 }
 
 private func withClosingServer(
+    clock: ManualLoopClock? = nil,
     configure: (inout TCPConfiguration) -> Void = { _ in },
     _ body: (TCPServer, ClosingLog) async throws -> Void
 ) async throws {
-    let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "closing")
+    let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "closing", clock: clock)
     var configuration = TCPConfiguration(port: 0)
     configure(&configuration)
     let log = ClosingLog()
@@ -132,13 +133,17 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
     /// out; the idle timeout still closes the connection once its output has made no progress
     /// for that long.
     @Test func aPeerThatStopsReadingIsClosedByTheIdleTimeout() async throws {
-        try await withClosingServer(configure: { $0.idleTimeout = .milliseconds(200) }) { server, log in
+        let clock = ManualLoopClock()
+        try await withClosingServer(clock: clock, configure: { $0.idleTimeout = .seconds(300) }) { server, log in
             let client = try LineClient(port: server.port)
             try client.send("big\n")
             try await pollUntil {
                 guard let connection = log.connections.withSanitizedLock({ $0.first }) else { return false }
                 return await connection.loop.submit { connection.isReadingPaused }
             }
+            // Its output has made no progress for the whole idle timeout (on the loop's manual
+            // clock): it is closed.
+            clock.advance(by: .seconds(300))
             try await pollUntil { await server.connectionCount() == 0 }
             #expect(log.events.withSanitizedLock { $0 } == ["closed idleTimeout"])
         }

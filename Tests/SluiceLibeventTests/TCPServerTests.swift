@@ -66,10 +66,11 @@ private final class TurnProbeHandler: TCPLineHandler, Sendable {
 /// Starts an echo server on a fresh group, runs `body`, then shuts everything down.
 private func withEchoServer(
     loops: Int = 2,
+    clock: ManualLoopClock? = nil,
     configure: (inout TCPConfiguration, inout LineFraming) -> Void = { _, _ in },
     _ body: (TCPServer, Observations) async throws -> Void
 ) async throws {
-    let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "tcp-test")
+    let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "tcp-test", clock: clock)
     var configuration = TCPConfiguration(port: 0)
     var framing = LineFraming()
     configure(&configuration, &framing)
@@ -209,11 +210,25 @@ private func withEchoServer(
         }
     }
 
+    /// On a manual loop clock: a connection silent for just under its idle timeout is still
+    /// served (which starts its silence again); silent for the whole timeout, it is closed.
     @Test func idleConnectionsAreClosed() async throws {
-        try await withEchoServer(configure: { tcp, _ in tcp.idleTimeout = .milliseconds(100) }) { server, observations in
+        let clock = ManualLoopClock()
+        try await withEchoServer(loops: 1, clock: clock, configure: { tcp, _ in tcp.idleTimeout = .seconds(300) }) { server, observations in
             let client = try LineClient(port: server.port)
             try client.send("ping\n")
             #expect(try await client.readLine() == "ping")
+            clock.advance(by: .seconds(299))
+            try client.send("again\n")
+            #expect(try await client.readLine() == "again")
+            clock.advance(by: .seconds(299))
+            // A round trip on another connection of the same loop: whatever the advance made
+            // the loop do is done by the time it is answered.
+            let barrier = try LineClient(port: server.port)
+            try barrier.send("barrier\n")
+            #expect(try await barrier.readLine() == "barrier")
+            #expect(!client.hasInputNow)
+            clock.advance(by: .seconds(1))
             #expect(try await client.waitForClose())
             #expect(observations.closeReasons.withSanitizedLock { $0 } == [.idleTimeout])
         }

@@ -54,21 +54,30 @@ import Testing
     }
 
     /// A line must be complete within the line timeout of its first byte: bytes trickling in
-    /// do not extend it, as they do the idle timeout.
+    /// do not extend it, as they do the idle timeout. On a manual loop clock, one loop.
     @Test func aTricklingLineIsClosedAtTheLineTimeout() async throws {
-        try await withServer(configure: {
-            $0.framing.lineTimeout = .milliseconds(300)
+        let loopClock = ManualLoopClock()
+        try await withServer(loops: 1, loopClock: loopClock, configure: {
+            $0.framing.lineTimeout = .seconds(10)
             $0.tcp.idleTimeout = .seconds(60)
         }) { server in
             let healthy = try server.client()
             let slow = try server.client()
             try await pollUntil { server.server.connectionCount == 2 }
             try slow.send("1 PI")
-            // One byte a poll (about a millisecond apart) until the server closes.
-            try await pollUntil {
-                try? slow.send("N")
-                return server.server.connectionCount == 1
+            // The server times the line once it has read its first bytes.
+            let lineDeadline = loopClock.now + .seconds(10)
+            try await pollUntil { loopClock.nextDeadline.map { $0 <= lineDeadline } ?? false }
+            // A byte a second: each is read (a round trip on the other connection of the loop
+            // comes after it), none extends the line's time.
+            for second in 1...9 {
+                loopClock.advance(by: .seconds(1))
+                try slow.send("N")
+                try healthy.send("\(second) PING\n")
+                #expect(try await healthy.readLine() == "\(second) PONG")
+                #expect(!slow.hasInputNow)
             }
+            loopClock.advance(by: .seconds(1))
             #expect(try await slow.readLine() == "- ERR line-timeout")
             #expect(try await slow.waitForClose())
             // Complete lines are never timed: the other connection is still served.

@@ -25,12 +25,14 @@ struct HTTPTestServer {
 }
 
 func withHTTPServer(
+    loops: Int = 2,
+    loopClock: ManualLoopClock? = nil,
     configure: (inout HTTPFrontConfiguration) -> Void = { _ in },
     payConcurrent: IdempotencyOptions.Concurrent = .reject,
     accounting: ConnectionAccounting? = nil,
     _ body: (HTTPTestServer) async throws -> Void
 ) async throws {
-    let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "http")
+    let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "http", clock: loopClock)
     let clock = ManualGateClock()
     var configuration = HTTPFrontConfiguration(http: HTTPConfiguration(port: 0))
     configure(&configuration)
@@ -370,14 +372,23 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
         }
     }
 
+    /// On a manual loop clock: a head begun is answered 408 once its timeout has passed since
+    /// its first byte, not before.
     @Test func aHeadThatTakesTooLongGets408() async throws {
-        try await withHTTPServer(configure: { $0.http.headTimeout = .milliseconds(300) }) { server in
+        let clock = ManualLoopClock()
+        try await withHTTPServer(loops: 1, loopClock: clock, configure: { $0.http.headTimeout = .seconds(10) }) { server in
             let slow = try server.client()
-            let start = ContinuousClock.now
             try slow.connection.send("POST /tap/k HTTP/1.1\r\nHost: t\r\n")
-            let answer = try await slow.readResponse()
-            expectProblem(answer, 408, "request-timeout")
-            #expect(ContinuousClock.now - start >= .milliseconds(300))
+            // The server times the head once it has read its first bytes.
+            let headDeadline = clock.now + .seconds(10)
+            try await pollUntil { clock.nextDeadline.map { $0 <= headDeadline } ?? false }
+            clock.advance(by: .seconds(10) - .nanoseconds(1))
+            // A round trip on another connection of the same loop: what the advance made the
+            // loop do is done by the time it is answered.
+            #expect(try await server.client().request("GET", "/healthz").status == 200)
+            #expect(!slow.connection.hasInputNow)
+            clock.advance(by: .nanoseconds(1))
+            expectProblem(try await slow.readResponse(), 408, "request-timeout")
             #expect(try await slow.connection.waitForClose())
         }
     }
@@ -457,9 +468,10 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
     }
 
     @Test func aPipelinedHeadIsBoundedLikeTheFirst() async throws {
-        try await withHTTPServer(configure: {
+        let clock = ManualLoopClock()
+        try await withHTTPServer(loops: 1, loopClock: clock, configure: {
             $0.http.maximumHeadBytes = 1024
-            $0.http.headTimeout = .milliseconds(300)
+            $0.http.headTimeout = .seconds(10)
             $0.http.maximumBodyBytes = 100
         }) { server in
             // Over the head limit behind a small request: the first is answered, then 431.
@@ -469,10 +481,14 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
             #expect(try await big.readResponse().status == 200)
             expectProblem(try await big.readResponse(), 431, "header-fields-too-large")
 
-            // A partial head behind a complete request: 408 after the head timeout.
+            // A partial head behind a complete request: 408 after the head timeout (on the
+            // loop's manual clock, once the server times that head).
             let slow = try server.client()
             try slow.connection.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nX: y")
             #expect(try await slow.readResponse().status == 200)
+            let headDeadline = clock.now + .seconds(10)
+            try await pollUntil { clock.nextDeadline.map { $0 <= headDeadline } ?? false }
+            clock.advance(by: .seconds(10))
             expectProblem(try await slow.readResponse(), 408, "request-timeout")
 
             // A body announced over the limit: 413 as a problem, before any of it is read.

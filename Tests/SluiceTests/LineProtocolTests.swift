@@ -29,11 +29,13 @@ struct TestServer {
 }
 
 func withServer(
+    loops: Int = 2,
+    loopClock: ManualLoopClock? = nil,
     configure: (inout LineConfiguration) -> Void = { _ in },
     payBudget: MemoryBudget = .bytes(1 << 20),
     _ body: (TestServer) async throws -> Void
 ) async throws {
-    let group = try SluiceLoopGroup(loopCount: 2, namePrefix: "proto")
+    let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "proto", clock: loopClock)
     let clock = ManualGateClock()
     var configuration = LineConfiguration(tcp: TCPConfiguration(port: 0))
     configure(&configuration)

@@ -86,6 +86,13 @@ public final class LineClient: @unchecked Sendable {
         }
     }
 
+    /// Whether the server has sent something not read yet, or closed, without waiting.
+    public var hasInputNow: Bool {
+        if !buffer.isEmpty { return true }
+        var byte: UInt8 = 0
+        return Glibc.recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) >= 0
+    }
+
     /// Reads one line (without its LF); throws on timeout or end of stream.
     public func readLine() async throws -> String {
         try await offThread { try self.readLineBlocking() }

@@ -1,0 +1,74 @@
+import SluiceCore
+import Synchronization
+
+/// A timeline a test moves by hand, for the loops of a group made with it: their `now`, the
+/// timers they schedule and the timeouts of their connections (a frame not finished, a peer
+/// silent or not reading, a linger) run on it instead of the monotonic clock.
+///
+/// The loops still run their sockets for real; only time is the test's. A timeout that would
+/// take 300 ms takes as long as ``advance(by:)``: the connection sees its deadline pass and
+/// closes, and the test reads the close from its socket.
+///
+/// ```swift
+/// let clock = ManualLoopClock()
+/// let group = try SluiceLoopGroup(loopCount: 1, clock: clock)
+/// // … a connection idles …
+/// clock.advance(by: .seconds(300))  // its idle timeout runs out now
+/// ```
+///
+/// Turns (how long one connection's input is handled in a row) stay on the real clock: they
+/// share out the loop's processor time, which a test does not stand in for.
+public final class ManualLoopClock: Sendable {
+    private struct Pending {
+        let deadline: Instant
+        let sequence: UInt64
+        let fire: @Sendable () -> Void
+    }
+
+    private struct State {
+        var now: Instant
+        var sequence: UInt64 = 0
+        var pending: [Pending] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// A clock reading `start` (one second past the timeline's zero by default).
+    public init(start: Instant = Instant(nanoseconds: 1_000_000_000)) {
+        state = Mutex(State(now: start))
+    }
+
+    /// The time on this clock.
+    public var now: Instant { state.withSanitizedLock { $0.now } }
+
+    /// The earliest deadline scheduled and not yet reached, if any: a test waits until the
+    /// server has armed the deadline it means to pass (a connection times a frame once it has
+    /// read its first bytes) before it moves the time.
+    public var nextDeadline: Instant? { state.withSanitizedLock { $0.pending.lazy.map(\.deadline).min() } }
+
+    /// Moves the time forward by `duration` and fires, in deadline order, everything scheduled
+    /// up to the new time: each firing hands its work to the loop that scheduled it.
+    public func advance(by duration: Duration) {
+        precondition(duration >= .zero, "a manual loop clock only moves forward")
+        let due = state.withSanitizedLock { state -> [Pending] in
+            state.now = state.now + duration
+            let now = state.now
+            let due = state.pending.filter { $0.deadline <= now }
+            state.pending.removeAll { $0.deadline <= now }
+            return due.sorted { ($0.deadline, $0.sequence) < ($1.deadline, $1.sequence) }
+        }
+        for pending in due { pending.fire() }
+    }
+
+    /// Calls `fire` once the time reaches `deadline` (at once, if it has): `fire` hands its
+    /// work to its loop.
+    func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) {
+        let fireNow = state.withSanitizedLock { state -> Bool in
+            guard deadline > state.now else { return true }
+            state.sequence &+= 1
+            state.pending.append(Pending(deadline: deadline, sequence: state.sequence, fire: fire))
+            return false
+        }
+        if fireNow { fire() }
+    }
+}
