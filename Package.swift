@@ -116,7 +116,10 @@ let package = Package(
 
         .target(
             name: "SluicePluginTesting",
-            dependencies: ["Sluice", "SluiceTesting", "SluiceLineProtocol"]
+            dependencies: [
+                "Sluice", "SluiceTesting", "SluiceLineProtocol", "SluiceHTTP",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
 
         // MARK: Plugins (domain only: typed input, typed output)

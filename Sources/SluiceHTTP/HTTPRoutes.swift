@@ -38,6 +38,41 @@ public struct HTTPRoutes: Sendable {
         routes.append(HTTPRoute(codec: codec, plugin: plugin))
     }
 
+    /// Answers `request` (a head and its whole body) through the route it matches, without a
+    /// socket or a session: the request is read by the strict parser
+    /// (`HTTPRequestView.reading(_:body:limits:_:)`), the route's codec decodes it, `gate`
+    /// decides, and the codec renders the outcome, as the front does for a request it reads.
+    /// A path no route has is answered 404 `not-found`, a method the path does not answer 405
+    /// with `Allow`, a request the parser or the codec refuses with its problem. The paths the
+    /// front answers itself (``reservedPaths``) are not routes: 404 here.
+    ///
+    /// - Parameters:
+    ///   - request: the head.
+    ///   - body: the whole body.
+    ///   - gate: the gate the routes' plugins are registered with.
+    ///   - limits: the parser's bounds.
+    public func answer(
+        _ request: HTTPRequest, body: [UInt8] = [], on gate: Gate, limits: HTTPRequestParser.Limits = HTTPRequestParser.Limits()
+    ) async -> HTTPAnswer {
+        let decided: @Sendable (Gate) async -> HTTPAnswer
+        do {
+            decided = try HTTPRequestView.reading(request, body: body, limits: limits) { view throws(HTTPProblem) in
+                let path = view.path
+                let match = self.match(method: view.method.rawValue, path: path[...])
+                guard let route = match.route else {
+                    let answer = match.allowed.isEmpty
+                        ? HTTPProblem(.notFound, "not-found", detail: "no route for \(view.method.rawValue) \(path)").answer
+                        : HTTPFront.methodNotAllowed(match.allowed)
+                    return { _ in answer }
+                }
+                return try route.prepare(view, match.rest).get()
+            }
+        } catch {
+            return error.answer
+        }
+        return await decided(gate)
+    }
+
     /// The routes, as `METHOD path`, in registration order.
     public var descriptions: [String] { routes.map { "\($0.method) \($0.path)" } }
 
@@ -74,6 +109,9 @@ struct HTTPRoute: Sendable {
     @usableFromInline let path: String
     @usableFromInline let isPrefix: Bool
     @usableFromInline let handle: @Sendable (HTTPSession, HTTPRequestView, Substring, UInt64, HTTPAnswerContext) -> Void
+    /// Decodes a request for the route (with the rest of its path) into the submission that
+    /// answers it on a gate, or the codec's problem: the front's way without a session.
+    @usableFromInline let prepare: @Sendable (HTTPRequestView, Substring) -> Result<@Sendable (Gate) async -> HTTPAnswer, HTTPProblem>
 
     @inlinable
     init<Codec: HTTPCodec>(codec: Codec, plugin: PluginHandle<Codec.Plugin>) {
@@ -82,6 +120,12 @@ struct HTTPRoute: Sendable {
         self.isPrefix = codec.path.hasSuffix("/")
         self.handle = { session, request, rest, sequence, context in
             session.route(request, rest: rest, sequence: sequence, context: context, codec: codec, plugin: plugin)
+        }
+        self.prepare = { request, rest in
+            Result { () throws(HTTPProblem) -> @Sendable (Gate) async -> HTTPAnswer in
+                let input = try codec.decode(request, rest: rest)
+                return { gate in codec.encode(await gate.submit(gate.request(plugin, input)), for: input) }
+            }
         }
     }
 }
