@@ -22,6 +22,8 @@ public final class ManualLoopClock: Sendable {
     private struct Pending {
         let deadline: Instant
         let sequence: UInt64
+        /// The loop that scheduled it.
+        let owner: ObjectIdentifier
         let fire: @Sendable () -> Void
     }
 
@@ -61,14 +63,26 @@ public final class ManualLoopClock: Sendable {
     }
 
     /// Calls `fire` once the time reaches `deadline` (at once, if it has): `fire` hands its
-    /// work to its loop.
-    func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) {
+    /// work to `owner`, the loop that scheduled it.
+    func schedule(at deadline: Instant, owner: SluiceLoop, _ fire: @escaping @Sendable () -> Void) {
         let fireNow = state.withSanitizedLock { state -> Bool in
             guard deadline > state.now else { return true }
             state.sequence &+= 1
-            state.pending.append(Pending(deadline: deadline, sequence: state.sequence, fire: fire))
+            state.pending.append(Pending(deadline: deadline, sequence: state.sequence, owner: ObjectIdentifier(owner), fire: fire))
             return false
         }
         if fireNow { fire() }
+    }
+
+    /// Drops what `owner` scheduled and has not come due: the loop has stopped, and what the
+    /// firings hold (its timers, its connections, the loop itself) is let go.
+    func forget(_ owner: SluiceLoop) {
+        let dropped = state.withSanitizedLock { state -> [Pending] in
+            let mine = state.pending.filter { $0.owner == ObjectIdentifier(owner) }
+            state.pending.removeAll { $0.owner == ObjectIdentifier(owner) }
+            return mine
+        }
+        // Released here, outside the lock.
+        _ = dropped
     }
 }

@@ -369,7 +369,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
             return
         }
         if let manualClock {
-            manualClock.schedule(at: timer.deadline) { [self] in
+            manualClock.schedule(at: timer.deadline, owner: self) { [self] in
                 executeIfRunning { self.fireManually(timer) }
             }
             return
@@ -575,6 +575,8 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
         if let thread {
             pthread_join(thread, nil)
         }
+        // What the loop scheduled on a manual clock holds the loop (and its connections): let go.
+        manualClock?.forget(self)
     }
 
     /// Whether the loop still takes work: `false` once it has drained its queue on the way to

@@ -587,7 +587,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         if let armed = state.pointee.timerArmedAt, armed <= deadline { return }
         if let manualClock = loop.manualClock {
             state.pointee.timerArmedAt = deadline
-            manualClock.schedule(at: deadline) { [self] in
+            manualClock.schedule(at: deadline, owner: loop) { [self] in
                 loop.executeIfRunning { self.timerFired() }
             }
             return

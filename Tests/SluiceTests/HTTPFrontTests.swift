@@ -393,6 +393,33 @@ func payRequest(_ client: HTTPTestClient, key: String = "u1", idem: String?, amo
         }
     }
 
+    /// On a manual loop clock: a body is timed from the moment its head is complete (the time
+    /// the head took does not count), and answered 408 once its timeout has passed, not before.
+    @Test func aBodyThatTakesTooLongGets408() async throws {
+        let clock = ManualLoopClock()
+        try await withHTTPServer(loops: 1, loopClock: clock, configure: {
+            $0.http.headTimeout = .seconds(10)
+            $0.http.bodyTimeout = .seconds(20)
+        }) { server in
+            let slow = try server.client()
+            // Round trips on another connection of the same loop: what the slow connection sent
+            // (and what an advance made the loop do) is handled by the time each is answered.
+            let barrier = try server.client()
+            try slow.connection.send("POST /echo HTTP/1.1\r\nHost: t\r\n")
+            #expect(try await barrier.request("GET", "/healthz").status == 200)
+            clock.advance(by: .seconds(9))
+            // The head completes with part of its body: the body's own time starts now.
+            try slow.connection.send("Content-Length: 10\r\n\r\n123")
+            #expect(try await barrier.request("GET", "/healthz").status == 200)
+            clock.advance(by: .seconds(20) - .nanoseconds(1))
+            #expect(try await barrier.request("GET", "/healthz").status == 200)
+            #expect(!slow.connection.hasInputNow)
+            clock.advance(by: .nanoseconds(1))
+            expectProblem(try await slow.readResponse(), 408, "request-timeout")
+            #expect(try await slow.connection.waitForClose())
+        }
+    }
+
     @Test func theConnectionCapIsSharedAndAnswered503() async throws {
         let accounting = ConnectionAccounting(maximumConnections: 2)
         try await withHTTPServer(accounting: accounting) { server in
