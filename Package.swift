@@ -114,25 +114,6 @@ let package = Package(
             ]
         ),
 
-        .target(
-            name: "SluicePluginTesting",
-            dependencies: [
-                "Sluice", "SluiceTesting", "SluiceLineProtocol", "SluiceHTTP",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-            ]
-        ),
-
-        // MARK: Plugins (domain only: typed input, typed output)
-        .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
-        .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
-        .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
-        .target(name: "SluiceRateLimit", dependencies: ["Sluice"], path: "Plugins/RateLimit", exclude: ["README.md"]),
-        .target(name: "SluicePage", dependencies: ["Sluice"], path: "Plugins/Page", exclude: ["README.md"]),
-        .target(
-            name: "SluicePaymentRedisLedger",
-            dependencies: ["Sluice", "SluicePayment", "SluiceRedis", .product(name: "Logging", package: "swift-log")],
-            path: "Plugins/PaymentRedisLedger", exclude: ["README.md"]),
-
         // MARK: Fronts (machinery that knows no plugin)
         // What every front shares: the echo limit, the activity a draining server waits on.
         .target(name: "SluiceFronts", dependencies: ["SluiceCore", "SluiceLibevent"]),
@@ -170,6 +151,17 @@ let package = Package(
             ]
         ),
 
+        // MARK: Plugins (domain only: typed input, typed output)
+        .target(name: "SluiceButtonTap", dependencies: ["Sluice"], path: "Plugins/ButtonTap", exclude: ["README.md"]),
+        .target(name: "SluicePayment", dependencies: ["Sluice"], path: "Plugins/Payment", exclude: ["README.md"]),
+        .target(name: "SluiceSearch", dependencies: ["Sluice"], path: "Plugins/Search", exclude: ["README.md"]),
+        .target(name: "SluiceRateLimit", dependencies: ["Sluice"], path: "Plugins/RateLimit", exclude: ["README.md"]),
+        .target(name: "SluicePage", dependencies: ["Sluice"], path: "Plugins/Page", exclude: ["README.md"]),
+        .target(
+            name: "SluicePaymentRedisLedger",
+            dependencies: ["Sluice", "SluicePayment", "SluiceRedis", .product(name: "Logging", package: "swift-log")],
+            path: "Plugins/PaymentRedisLedger", exclude: ["README.md"]),
+
         // MARK: The built-in plugins' codecs, one per front (a user's own codec is a peer of these)
         .target(
             name: "SluiceBuiltInCodecs",
@@ -190,6 +182,15 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ]
+        ),
+
+        // MARK: Test support for plugin authors (a manual clock, harnesses for the gate and both fronts)
+        .target(
+            name: "SluicePluginTesting",
+            dependencies: [
+                "Sluice", "SluiceTesting", "SluiceLineProtocol", "SluiceHTTP",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
 
