@@ -162,10 +162,4 @@ public final class HTTPFront: Service, Sendable {
         fields[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return HTTPAnswer(status: .ok, fields: fields, body: renderMetrics())
     }
-
-    static func methodNotAllowed(_ allowed: [String]) -> HTTPAnswer {
-        var answer = HTTPProblem(.methodNotAllowed, "method-not-allowed", detail: "this path answers \(allowed.joined(separator: ", "))").answer
-        answer.fields[.allow] = allowed.joined(separator: ", ")
-        return answer
-    }
 }

@@ -20,22 +20,19 @@ public struct HTTPRoutes: Sendable {
     /// Adds `codec`'s route for `plugin`'s requests.
     ///
     /// - Throws: `SluiceError` with code `.duplicatePlugin` when the method and path are taken,
-    ///   `.reservedPath` for a path the front answers itself, `.invalidPlugin` for a path that
-    ///   does not start with `/`.
+    ///   `.reservedPath` for a path the front answers itself, `.invalidPlugin` for a path
+    ///   `HTTPRoutePath` refuses.
     @inlinable
     public mutating func register<Codec: HTTPCodec>(_ codec: Codec, for plugin: PluginHandle<Codec.Plugin>) throws(SluiceError) {
-        let path = codec.path
-        guard path.hasPrefix("/"), path.utf8.count <= 64, path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "?") }) else {
-            throw SluiceError(code: .invalidPlugin, message: "a route path starts with / and has no spaces or ?", value: path)
-        }
-        guard !HTTPRoutes.reservedPaths.contains(path) else {
-            throw SluiceError(code: .reservedPath, message: "the front answers this path itself", value: path)
+        let path = try HTTPRoutePath(codec.path)
+        guard !HTTPRoutes.reservedPaths.contains(path.text) else {
+            throw SluiceError(code: .reservedPath, message: "the front answers this path itself", value: path.text)
         }
         let method = codec.method.rawValue
         if routes.contains(where: { $0.path == path && $0.method == method }) {
             throw SluiceError(code: .duplicatePlugin, message: "this method and path have a route already", value: "\(method) \(path)")
         }
-        routes.append(HTTPRoute(codec: codec, plugin: plugin))
+        routes.append(HTTPRoute(codec: codec, path: path, plugin: plugin))
     }
 
     /// Answers `request` (a head and its whole body) through the route it matches, without a
@@ -61,8 +58,8 @@ public struct HTTPRoutes: Sendable {
                 let match = self.match(method: view.method.rawValue, path: path[...])
                 guard let route = match.route else {
                     let answer = match.allowed.isEmpty
-                        ? HTTPProblem(.notFound, "not-found", detail: "no route for \(view.method.rawValue) \(path)").answer
-                        : HTTPFront.methodNotAllowed(match.allowed)
+                        ? HTTPAnswer.noRoute(method: view.method, path: path)
+                        : HTTPAnswer.methodNotAllowed(match.allowed)
                     return { _ in answer }
                 }
                 return try route.prepare(view, match.rest).get()
@@ -82,15 +79,7 @@ public struct HTTPRoutes: Sendable {
     func match(method: String, path: Substring) -> (route: HTTPRoute?, rest: Substring, allowed: [String]) {
         var allowed: [String] = []
         for route in routes {
-            let rest: Substring
-            // Byte comparisons: a path is ASCII, and Character comparison costs far more.
-            guard path.utf8.starts(with: route.path.utf8) else { continue }
-            if route.isPrefix {
-                rest = path[path.utf8.index(path.startIndex, offsetBy: route.path.utf8.count)...]
-            } else {
-                guard path.utf8.count == route.path.utf8.count else { continue }
-                rest = ""
-            }
+            guard let rest = route.path.rest(of: path) else { continue }
             if route.method == method { return (route, rest, []) }
             allowed.append(route.method)
         }
@@ -106,18 +95,16 @@ public struct HTTPRoutes: Sendable {
 @usableFromInline
 struct HTTPRoute: Sendable {
     @usableFromInline let method: String
-    @usableFromInline let path: String
-    @usableFromInline let isPrefix: Bool
+    @usableFromInline let path: HTTPRoutePath
     @usableFromInline let handle: @Sendable (HTTPSession, HTTPRequestView, Substring, UInt64, HTTPAnswerContext) -> Void
     /// Decodes a request for the route (with the rest of its path) into the submission that
     /// answers it on a gate, or the codec's problem: the front's way without a session.
     @usableFromInline let prepare: @Sendable (HTTPRequestView, Substring) -> Result<@Sendable (Gate) async -> HTTPAnswer, HTTPProblem>
 
     @inlinable
-    init<Codec: HTTPCodec>(codec: Codec, plugin: PluginHandle<Codec.Plugin>) {
+    init<Codec: HTTPCodec>(codec: Codec, path: HTTPRoutePath, plugin: PluginHandle<Codec.Plugin>) {
         self.method = codec.method.rawValue
-        self.path = codec.path
-        self.isPrefix = codec.path.hasSuffix("/")
+        self.path = path
         self.handle = { session, request, rest, sequence, context in
             session.route(request, rest: rest, sequence: sequence, context: context, codec: codec, plugin: plugin)
         }

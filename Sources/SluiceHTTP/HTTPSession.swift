@@ -195,18 +195,18 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
         if context.close { state.pointee.stopped = true }
         if path.count <= 8 {
             if bytesEqual(path, "/echo") {
-                guard request.method == .post else { return respond(sequence, HTTPFront.methodNotAllowed(["POST"]), context) }
+                guard request.method == .post else { return respond(sequence, HTTPAnswer.methodNotAllowed(["POST"]), context) }
                 return echo(request, sequence, context)
             }
             if bytesEqual(path, "/healthz") {
                 guard request.method == .get || request.method == .head else {
-                    return respond(sequence, HTTPFront.methodNotAllowed(["GET", "HEAD"]), context)
+                    return respond(sequence, HTTPAnswer.methodNotAllowed(["GET", "HEAD"]), context)
                 }
                 return respond(sequence, front.health(), context)
             }
             if bytesEqual(path, "/metrics") {
                 guard request.method == .get || request.method == .head else {
-                    return respond(sequence, HTTPFront.methodNotAllowed(["GET", "HEAD"]), context)
+                    return respond(sequence, HTTPAnswer.methodNotAllowed(["GET", "HEAD"]), context)
                 }
                 return metrics(sequence, context)
             }
@@ -216,9 +216,9 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
         if let route = match.route {
             route.handle(self, request, match.rest, sequence, context)
         } else if !match.allowed.isEmpty {
-            respond(sequence, HTTPFront.methodNotAllowed(match.allowed), context)
+            respond(sequence, HTTPAnswer.methodNotAllowed(match.allowed), context)
         } else {
-            respond(sequence, HTTPProblem(.notFound, "not-found", detail: "no route for \(request.method.rawValue) \(pathText)").answer, context)
+            respond(sequence, HTTPAnswer.noRoute(method: request.method, path: pathText), context)
         }
     }
 

@@ -27,7 +27,7 @@ public protocol HTTPCodec: Sendable {
     /// The method it answers.
     var method: HTTPRequest.Method { get }
     /// The path: exact (`/pay`), or a prefix when it ends with `/` (`/tap/`), the rest of the
-    /// path then being the codec's to decode.
+    /// path then being the codec's to decode. Every front checks it as ``HTTPRoutePath`` does.
     var path: String { get }
     /// Decodes a request; `rest` is the path after a prefix (empty for an exact path).
     func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> Plugin.Input

@@ -25,21 +25,20 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
     public let gate: Gate
     /// The parser's bounds (the body is collected up to its `maximumBodyBytes`).
     public let limits: HTTPRequestParser.Limits
+    /// The codec's path, checked.
+    public let route: HTTPRoutePath
 
     /// A middleware serving `codec`'s route with `plugin` on `gate`.
     ///
-    /// - Throws: `SluiceError` with code `.invalidPlugin` when the codec's path does not start
-    ///   with `/` or holds a space, a control byte or `?`.
+    /// - Throws: `SluiceError` with code `.invalidPlugin` when `HTTPRoutePath` refuses the
+    ///   codec's path (as Sluice's own HTTP front does).
     public init(
         _ codec: Codec,
         plugin: PluginHandle<Codec.Plugin>,
         gate: Gate,
         limits: HTTPRequestParser.Limits = HTTPRequestParser.Limits()
     ) throws(SluiceError) {
-        let path = codec.path
-        guard path.hasPrefix("/"), path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "?") }) else {
-            throw SluiceError(code: .invalidPlugin, message: "a route path starts with / and has no spaces or ?", value: path)
-        }
+        self.route = try HTTPRoutePath(codec.path)
         self.codec = codec
         self.plugin = plugin
         self.gate = gate
@@ -48,7 +47,7 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
 
     /// Answers a request on the codec's route; passes any other on.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.method == codec.method, let rest = Self.rest(of: request.head.path ?? "/", under: codec.path) else {
+        guard request.method == codec.method, let rest = route.rest(of: Self.path(of: request.head.path ?? "/")) else {
             return try await next(request, context)
         }
         let body: ByteBuffer
@@ -60,7 +59,7 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
         let input: Codec.Plugin.Input
         do {
             input = try HTTPRequestView.reading(request.head, body: body.readableBytesView, limits: limits) { view throws(HTTPProblem) in
-                try codec.decode(view, rest: Substring(rest))
+                try codec.decode(view, rest: rest)
             }
         } catch {
             return error.answer.response
@@ -69,15 +68,9 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
         return codec.encode(outcome, for: input).response
     }
 
-    /// The path after `route` when `target`'s path (before any `?`) is `route` or, for a route
-    /// ending in `/`, lies under it; `nil` otherwise.
-    static func rest(of target: String, under route: String) -> Substring? {
-        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? Substring(target)
-        guard path.utf8.starts(with: route.utf8) else { return nil }
-        if route.hasSuffix("/") {
-            return path[path.utf8.index(path.startIndex, offsetBy: route.utf8.count)...]
-        }
-        return path.utf8.count == route.utf8.count ? "" : nil
+    /// A request target's path: what comes before its `?`.
+    static func path(of target: String) -> Substring {
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? Substring(target)
     }
 }
 #endif

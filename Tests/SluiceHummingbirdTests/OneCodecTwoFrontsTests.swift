@@ -189,7 +189,11 @@ private struct Answer: Equatable, CustomStringConvertible {
             let fine = try await client.send(.post, "/quota/alice", headers: headers, body: "short")
             #expect(fine.status == .ok)
         }
-        #expect(throws: SluiceError.self) { try HTTPCodecMiddleware<BadPathCodec, BasicRequestContext>(BadPathCodec(plugin), plugin: quota, gate: fixture.gate) }
+        for path in ["quota", "/with space", "/query?x", "/" + String(repeating: "q", count: HTTPRoutePath.maximumLength)] {
+            #expect(throws: SluiceError.self, "\(path)") {
+                try HTTPCodecMiddleware<BadPathCodec, BasicRequestContext>(BadPathCodec(plugin, path: path), plugin: quota, gate: fixture.gate)
+            }
+        }
     }
 }
 
@@ -197,9 +201,12 @@ private struct Answer: Equatable, CustomStringConvertible {
 private struct BadPathCodec: HTTPCodec {
     typealias Plugin = QuotaPlugin
     let method = HTTPRequest.Method.post
-    let path = "quota"
+    let path: String
     let inner: QuotaHTTPCodec
-    init(_ plugin: QuotaPlugin) { inner = QuotaHTTPCodec(plugin) }
+    init(_ plugin: QuotaPlugin, path: String) {
+        inner = QuotaHTTPCodec(plugin)
+        self.path = path
+    }
     func decode(_ request: HTTPRequestView, rest: Substring) throws(HTTPProblem) -> QuotaPlugin.Call { try inner.decode(request, rest: rest) }
     func encode(_ outcome: GateOutcome<String>, for input: QuotaPlugin.Call) -> HTTPAnswer { inner.encode(outcome, for: input) }
 }
