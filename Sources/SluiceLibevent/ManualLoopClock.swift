@@ -24,6 +24,8 @@ public final class ManualLoopClock: Sendable {
         let sequence: UInt64
         /// The loop that scheduled it.
         let owner: ObjectIdentifier
+        /// What it fires for (a timer, a connection): one deadline each, the latest scheduled.
+        let key: ObjectIdentifier
         let fire: @Sendable () -> Void
     }
 
@@ -62,16 +64,32 @@ public final class ManualLoopClock: Sendable {
         for pending in due { pending.fire() }
     }
 
-    /// Calls `fire` once the time reaches `deadline` (at once, if it has): `fire` hands its
-    /// work to `owner`, the loop that scheduled it.
-    func schedule(at deadline: Instant, owner: SluiceLoop, _ fire: @escaping @Sendable () -> Void) {
-        let fireNow = state.withSanitizedLock { state -> Bool in
-            guard deadline > state.now else { return true }
+    /// Calls `fire` once the time reaches `deadline` (at once, if it has), in place of what was
+    /// scheduled for `key` before: `fire` hands its work to `owner`, the loop that scheduled it.
+    /// `fire` holds what `key` identifies, so the identity is not reused while it is pending.
+    func schedule(at deadline: Instant, owner: SluiceLoop, key: ObjectIdentifier, _ fire: @escaping @Sendable () -> Void) {
+        let (fireNow, replaced) = state.withSanitizedLock { state -> (Bool, [Pending]) in
+            let replaced = state.pending.filter { $0.key == key }
+            state.pending.removeAll { $0.key == key }
+            guard deadline > state.now else { return (true, replaced) }
             state.sequence &+= 1
-            state.pending.append(Pending(deadline: deadline, sequence: state.sequence, owner: ObjectIdentifier(owner), fire: fire))
-            return false
+            state.pending.append(Pending(deadline: deadline, sequence: state.sequence, owner: ObjectIdentifier(owner), key: key, fire: fire))
+            return (false, replaced)
         }
+        // Released here, outside the lock.
+        _ = replaced
         if fireNow { fire() }
+    }
+
+    /// Drops what was scheduled for `key` (a timer cancelled, a connection closed).
+    func cancel(_ key: ObjectIdentifier) {
+        let dropped = state.withSanitizedLock { state -> [Pending] in
+            let dropped = state.pending.filter { $0.key == key }
+            state.pending.removeAll { $0.key == key }
+            return dropped
+        }
+        // Released here, outside the lock.
+        _ = dropped
     }
 
     /// Drops what `owner` scheduled and has not come due: the loop has stopped, and what the

@@ -369,7 +369,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
             return
         }
         if let manualClock {
-            manualClock.schedule(at: timer.deadline, owner: self) { [self] in
+            manualClock.schedule(at: timer.deadline, owner: self, key: ObjectIdentifier(timer)) { [self] in
                 executeIfRunning { self.fireManually(timer) }
             }
             return
@@ -424,6 +424,7 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
     }
 
     fileprivate func cancel(_ timer: LoopTimer) {
+        manualClock?.cancel(ObjectIdentifier(timer))
         if inEventLoop {
             disarm(timer)
         } else {

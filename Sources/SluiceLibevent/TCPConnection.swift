@@ -587,7 +587,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         if let armed = state.pointee.timerArmedAt, armed <= deadline { return }
         if let manualClock = loop.manualClock {
             state.pointee.timerArmedAt = deadline
-            manualClock.schedule(at: deadline, owner: loop) { [self] in
+            manualClock.schedule(at: deadline, owner: loop, key: ObjectIdentifier(self)) { [self] in
                 loop.executeIfRunning { self.timerFired() }
             }
             return
@@ -821,6 +821,7 @@ public final class TCPConnection: LoopResource, CustomStringConvertible, @unchec
         state.pointee.readEvent = nil
         state.pointee.writeEvent = nil
         state.pointee.timerEvent = nil
+        loop.manualClock?.cancel(ObjectIdentifier(self))
         systemClose(state.pointee.socket)
         state.pointee.socket = -1
         if !state.pointee.offering {

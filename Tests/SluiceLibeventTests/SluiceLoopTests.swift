@@ -263,6 +263,29 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
         #expect(group.loop(forKeyHash: 4) === group.loops[1])
         #expect(throws: SluiceError.self) { try SluiceLoopGroup(loopCount: 0) }
     }
+
+    /// On a manual clock, the next deadline is the earliest timer still to run: a cancelled
+    /// timer's is gone at once, a fired one's with it.
+    @Test func aCancelledTimerLeavesTheManualClock() async throws {
+        let clock = ManualLoopClock()
+        let loop = try SluiceLoop(name: "manual", clock: clock)
+        defer { loop.shutdownGracefully() }
+        let start = clock.now
+        let fired = Mutex<[Int]>([])
+        let timers = await onLoop(loop) {
+            (
+                loop.schedule(after: .seconds(5)) { fired.withSanitizedLock { $0.append(5) } },
+                loop.schedule(after: .seconds(10)) { fired.withSanitizedLock { $0.append(10) } }
+            )
+        }
+        #expect(clock.nextDeadline == start + .seconds(5))
+        timers.0.cancel()
+        #expect(clock.nextDeadline == start + .seconds(10))
+        clock.advance(by: .seconds(10))
+        await onLoop(loop) {}
+        #expect(fired.withSanitizedLock { $0 } == [10])
+        #expect(clock.nextDeadline == nil)
+    }
 }
 
 /// Records which jobs ran, per producing thread.

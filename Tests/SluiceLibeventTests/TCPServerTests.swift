@@ -234,6 +234,21 @@ private func withEchoServer(
         }
     }
 
+    /// On a manual loop clock, a closed connection's deadline leaves the clock with it.
+    @Test func aClosedConnectionLeavesNoDeadline() async throws {
+        let clock = ManualLoopClock()
+        try await withEchoServer(loops: 1, clock: clock, configure: { tcp, _ in tcp.idleTimeout = .seconds(300) }) { server, _ in
+            do {
+                let client = try LineClient(port: server.port)
+                try client.send("ping\n")
+                #expect(try await client.readLine() == "ping")
+                try await pollUntil { clock.nextDeadline == clock.now + .seconds(300) }
+            }
+            try await pollUntil { await server.connectionCount() == 0 }
+            #expect(clock.nextDeadline == nil)
+        }
+    }
+
     @Test func peerCloseIsReported() async throws {
         try await withEchoServer { server, observations in
             do {
