@@ -1,5 +1,4 @@
 import Sluice
-import SluiceLibevent
 
 /// A payment processor's book of charges, kept by record identity as a good provider keeps
 /// them by idempotency key: the downstream end that makes a charge exactly-once.
@@ -10,12 +9,13 @@ import SluiceLibevent
 /// already charged returns that charge; otherwise it records the new charge. Checking and
 /// recording are one step, so two owners racing for a record get one charge between them.
 public protocol ChargeLedger: Sendable {
-    /// Charges `call` unless its record was charged already or its fence is stale, on `loop`
-    /// (the effect's loop).
+    /// Charges `call` unless its record was charged already or its fence is stale. `caller` is
+    /// where the call comes from (the effect's loop): a ledger keeping a connection per loop
+    /// picks the caller's, and a simulation passes a caller of its own.
     ///
     /// - Throws: ``ChargeLedgerError`` when the ledger cannot answer: then nothing is known
     ///   about the call, and only a retry with the same record can tell.
-    func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer
+    func charge(_ call: LedgerCall, on caller: any StoreCaller) async throws(ChargeLedgerError) -> LedgerAnswer
 }
 
 /// One call to a ``ChargeLedger``.

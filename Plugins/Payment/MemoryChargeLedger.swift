@@ -46,7 +46,7 @@ public final class MemoryChargeLedger: ChargeLedger {
         }
     }
 
-    public func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
+    public func charge(_ call: LedgerCall, on caller: any StoreCaller) async throws(ChargeLedgerError) -> LedgerAnswer {
         let t = now()
         let capacity = self.capacity
         let retention = self.retention

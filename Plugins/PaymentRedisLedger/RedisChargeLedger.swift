@@ -55,8 +55,8 @@ public final class RedisChargeLedger: ChargeLedger {
         }
     }
 
-    public func charge(_ call: LedgerCall, on loop: SluiceLoop) async throws(ChargeLedgerError) -> LedgerAnswer {
-        guard let connection = connections[ObjectIdentifier(loop)] ?? connections.values.first else {
+    public func charge(_ call: LedgerCall, on caller: any StoreCaller) async throws(ChargeLedgerError) -> LedgerAnswer {
+        guard let connection = connections[ObjectIdentifier(caller)] ?? connections.values.first else {
             throw ChargeLedgerError(code: .unavailable, message: "no ledger connection", value: call.record)
         }
         let reply = await connection.call([

@@ -1,4 +1,5 @@
 import Sluice
+import SluicePayment
 import Synchronization
 import Testing
 
@@ -80,5 +81,19 @@ final class StoreAnswer<Value: Sendable>: Sendable {
         caller.drain()
         #expect(replay.answered == .completed([2]))
         #expect(store.isReachable(from: caller))
+    }
+
+    /// The payment ledger names no loop either: a charge carries its record's fence, and the
+    /// owner a takeover replaced is refused as stale, whoever the caller is.
+    @Test func aLedgerTakesAChargeFromACallerThatIsNoLoop() async throws {
+        let ledger = MemoryChargeLedger(now: { Instant(nanoseconds: 1) })
+        let caller = QueuedStoreCaller()
+        let older = FencingToken(epoch: 1, counter: 1)
+        let newer = FencingToken(epoch: 1, counter: 2)
+        let call = { (fence: FencingToken, id: String) in LedgerCall(record: "pay:order-1", fence: fence, amount: 5, chargeID: id) }
+        #expect(try await ledger.charge(call(newer, "ch_1"), on: caller) == .charged("ch_1"))
+        #expect(try await ledger.charge(call(older, "ch_2"), on: caller) == .stale(newest: newer))
+        #expect(try await ledger.charge(call(newer, "ch_3"), on: caller) == .alreadyCharged("ch_1"))
+        #expect(ledger.charge(of: "pay:order-1") == "ch_1")
     }
 }
