@@ -280,16 +280,53 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "SluiceTests",
+            name: "SluiceGateTests",
             dependencies: [
-                "Sluice", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
-                "SluiceSearch", "SluiceRateLimit", "SluicePage", "SluicePluginTesting", "SluiceTestSupport",
-                "SluiceEmbeddingExample",
-                "SluiceRedis", "SluicePaymentRedisLedger",
+                "Sluice", "SluiceCore", "SluiceLibevent", "SluicePluginTesting", "SluiceTestSupport",
+                // Plugins of the user's kind are peers of the built-in ones, which serve as fixtures.
+                "SluiceButtonTap", "SluicePayment", "SluicePage", "SluiceRateLimit", "SluiceSearch", "SluiceLineProtocol",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "SluiceLineProtocolTests",
+            dependencies: [
+                "Sluice", "SluiceLineProtocol", "SluiceBuiltInCodecs", "SluicePluginTesting", "SluiceTestSupport",
+                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
+            ]
+        ),
+        .testTarget(
+            name: "SluiceHTTPTests",
+            dependencies: [
+                "Sluice", "SluiceCore", "SluiceLibevent", "SluiceHTTP", "SluiceHTTPCodec", "SluiceBuiltInCodecs",
+                "SluicePluginTesting", "SluiceTestSupport",
+                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "SluicePluginTests",
+            dependencies: [
+                "Sluice", "SluiceLibevent", "SluiceLineProtocol", "SluiceBuiltInCodecs", "SluicePluginTesting",
+                "SluiceTestSupport", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceEmbeddingExample",
+            ]
+        ),
+        .testTarget(
+            name: "SluiceRedisTests",
+            dependencies: [
+                "Sluice", "SluiceCore", "SluiceLibevent", "SluiceRedis", "SluicePayment", "SluicePaymentRedisLedger",
+                "SluiceTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        .testTarget(
+            // The example server run as a process: draining, port ownership, two instances on
+            // one Redis, and the exactly-once faults.
+            name: "SluiceEchoTests",
+            dependencies: ["SluiceLibevent", "SluiceTestSupport"]
         ),
         .testTarget(
             name: "SluiceHummingbirdTests",

@@ -3,6 +3,7 @@ import SluiceBuiltInCodecs
 import SluiceLineProtocol
 import SluicePayment
 import SluicePluginTesting
+import SluiceTestSupport
 import Testing
 
 /// Payment and its line codec on a manual clock, without sockets.
@@ -141,14 +142,5 @@ import Testing
         await harness.advance(by: .milliseconds(20))
         // The stored records still replay.
         #expect(await client.request("4 PAY u a 1")?.hasSuffix(" replayed=true") == true)
-    }
-}
-
-extension Sequence {
-    /// `map` with an async transform, in order.
-    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
-        var result: [T] = []
-        for element in self { result.append(try await transform(element)) }
-        return result
     }
 }
