@@ -2,7 +2,7 @@ import HTTPTypes
 
 extension HTTPAnswer {
     /// 404 `not-found` for a request whose path no route answers.
-    package static func noRoute(method: HTTPRequest.Method, path: some StringProtocol) -> HTTPAnswer {
+    package static func noRoute(method: HTTPRequest.Method, path: String) -> HTTPAnswer {
         HTTPProblem(.notFound, "not-found", detail: "no route for \(method.rawValue) \(path)").answer
     }
 

@@ -47,7 +47,7 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
 
     /// Answers a request on the codec's route; passes any other on.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.method == codec.method, let rest = route.rest(of: Self.path(of: request.head.path ?? "/")) else {
+        guard request.method == codec.method, let rest = route.rest(of: HTTPRequestView.path(ofTarget: request.head.path ?? "/")) else {
             return try await next(request, context)
         }
         let body: ByteBuffer
@@ -66,11 +66,6 @@ public struct HTTPCodecMiddleware<Codec: HTTPCodec, Context: RequestContext>: Ro
         }
         let outcome = await gate.submit(gate.request(plugin, input))
         return codec.encode(outcome, for: input).response
-    }
-
-    /// A request target's path: what comes before its `?`.
-    static func path(of target: String) -> Substring {
-        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? Substring(target)
     }
 }
 #endif

@@ -77,7 +77,7 @@ public final class ManualLoopClock: Sendable {
             return (false, replaced)
         }
         // Released here, outside the lock.
-        _ = replaced
+        withExtendedLifetime(replaced) {}
         if fireNow { fire() }
     }
 
@@ -89,7 +89,7 @@ public final class ManualLoopClock: Sendable {
             return dropped
         }
         // Released here, outside the lock.
-        _ = dropped
+        withExtendedLifetime(dropped) {}
     }
 
     /// Drops what `owner` scheduled and has not come due: the loop has stopped, and what the
@@ -101,6 +101,6 @@ public final class ManualLoopClock: Sendable {
             return mine
         }
         // Released here, outside the lock.
-        _ = dropped
+        withExtendedLifetime(dropped) {}
     }
 }

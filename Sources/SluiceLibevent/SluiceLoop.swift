@@ -391,6 +391,8 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
     fileprivate func disarm(_ timer: LoopTimer) {
         assertInEventLoop()
         timer.body = nil
+        // A timer cancelled off the loop while its arming was queued: the arming ran first.
+        manualClock?.cancel(ObjectIdentifier(timer))
         guard let event = timer.event else { return }
         timer.event = nil
         event_del(event)

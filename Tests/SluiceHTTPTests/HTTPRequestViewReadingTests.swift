@@ -8,6 +8,14 @@ import Testing
         HTTPRequest(method: method, scheme: "http", authority: authority, path: path, headerFields: fields)
     }
 
+    /// A framework's target text gives the path the parser's view reads from the same target:
+    /// the one a route is matched against, on every front.
+    @Test(arguments: ["/pay", "/pay?x=1", "/tap/k?", "/", "*", "http://h/pay?x=1", "http://h", "http://h?x=1", "http://h/", "https://h:8/a/b"])
+    func aTargetsPathIsTheViewsPath(_ target: String) throws {
+        let viewPath = try HTTPRequestView.reading(head(target == "*" ? .options : .get, path: target), body: []) { view in view.path }
+        #expect(HTTPRequestView.path(ofTarget: target) == viewPath[...])
+    }
+
     @Test func theViewHoldsTheHeadAndTheBody() throws {
         var fields = HTTPFields()
         fields[.contentType] = "text/plain"

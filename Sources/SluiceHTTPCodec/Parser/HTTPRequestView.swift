@@ -39,18 +39,35 @@ public struct HTTPRequestView {
     /// (`http://host/tap/k`), its path (`/` when it has none); `*` for the asterisk form.
     public var pathBytes: UnsafeRawBufferPointer {
         let target = targetBytes
+        guard let bounds = Self.pathBounds(in: target) else { return Self.rootPath }
+        return UnsafeRawBufferPointer(rebasing: target[bounds])
+    }
+
+    /// Where the path of `target` (a request target's bytes) lies in it, as ``pathBytes`` reads
+    /// it; `nil` for an absolute-form target without a path (its path is then `/`).
+    static func pathBounds(in target: UnsafeRawBufferPointer) -> Range<Int>? {
         var start = 0
         if target.first != UInt8(ascii: "/") && target.count > 1 {
             // absolute-form: skip `scheme://authority`.
-            guard let schemeEnd = Self.index(of: UInt8(ascii: "/"), in: target, from: 0) else { return target }
+            guard let schemeEnd = Self.index(of: UInt8(ascii: "/"), in: target, from: 0) else { return 0..<target.count }
             let authorityStart = schemeEnd + 2
             start = Self.index(of: UInt8(ascii: "/"), in: target, from: authorityStart) ?? target.count
             let query = Self.index(of: UInt8(ascii: "?"), in: target, from: authorityStart) ?? target.count
             if query < start { start = query }
-            if start == target.count || target[start] == UInt8(ascii: "?") { return Self.rootPath }
+            if start == target.count || target[start] == UInt8(ascii: "?") { return nil }
         }
         let end = Self.index(of: UInt8(ascii: "?"), in: target, from: start) ?? target.count
-        return UnsafeRawBufferPointer(rebasing: target[start..<end])
+        return start..<end
+    }
+
+    /// The path of a request target given as text (a framework's head), read as ``pathBytes``
+    /// reads a parsed request's: what a route is matched against on every front.
+    package static func path(ofTarget target: String) -> Substring {
+        var target = target
+        let bounds = target.withUTF8 { pathBounds(in: UnsafeRawBufferPointer($0)) }
+        guard let bounds else { return "/" }
+        let utf8 = target.utf8
+        return target[utf8.index(utf8.startIndex, offsetBy: bounds.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: bounds.upperBound)]
     }
 
     /// The path (``pathBytes`` as a string).
