@@ -33,6 +33,13 @@ public final class ManualLoopClock: Sendable {
         var now: Instant
         var sequence: UInt64 = 0
         var pending: [Pending] = []
+
+        /// Removes and returns the pending firings that `isTaken` picks, in scheduling order.
+        mutating func take(where isTaken: (Pending) -> Bool) -> [Pending] {
+            let taken = pending.filter(isTaken)
+            if !taken.isEmpty { pending.removeAll(where: isTaken) }
+            return taken
+        }
     }
 
     private let state: Mutex<State>
@@ -57,9 +64,7 @@ public final class ManualLoopClock: Sendable {
         let due = state.withSanitizedLock { state -> [Pending] in
             state.now = state.now + duration
             let now = state.now
-            let due = state.pending.filter { $0.deadline <= now }
-            state.pending.removeAll { $0.deadline <= now }
-            return due.sorted { ($0.deadline, $0.sequence) < ($1.deadline, $1.sequence) }
+            return state.take { $0.deadline <= now }.sorted { ($0.deadline, $0.sequence) < ($1.deadline, $1.sequence) }
         }
         for pending in due { pending.fire() }
     }
@@ -69,8 +74,7 @@ public final class ManualLoopClock: Sendable {
     /// `fire` holds what `key` identifies, so the identity is not reused while it is pending.
     func schedule(at deadline: Instant, owner: SluiceLoop, key: ObjectIdentifier, _ fire: @escaping @Sendable () -> Void) {
         let (fireNow, replaced) = state.withSanitizedLock { state -> (Bool, [Pending]) in
-            let replaced = state.pending.filter { $0.key == key }
-            state.pending.removeAll { $0.key == key }
+            let replaced = state.take { $0.key == key }
             guard deadline > state.now else { return (true, replaced) }
             state.sequence &+= 1
             state.pending.append(Pending(deadline: deadline, sequence: state.sequence, owner: ObjectIdentifier(owner), key: key, fire: fire))
@@ -83,11 +87,7 @@ public final class ManualLoopClock: Sendable {
 
     /// Drops what was scheduled for `key` (a timer cancelled, a connection closed).
     func cancel(_ key: ObjectIdentifier) {
-        let dropped = state.withSanitizedLock { state -> [Pending] in
-            let dropped = state.pending.filter { $0.key == key }
-            state.pending.removeAll { $0.key == key }
-            return dropped
-        }
+        let dropped = state.withSanitizedLock { $0.take { $0.key == key } }
         // Released here, outside the lock.
         withExtendedLifetime(dropped) {}
     }
@@ -95,11 +95,8 @@ public final class ManualLoopClock: Sendable {
     /// Drops what `owner` scheduled and has not come due: the loop has stopped, and what the
     /// firings hold (its timers, its connections, the loop itself) is let go.
     func forget(_ owner: SluiceLoop) {
-        let dropped = state.withSanitizedLock { state -> [Pending] in
-            let mine = state.pending.filter { $0.owner == ObjectIdentifier(owner) }
-            state.pending.removeAll { $0.owner == ObjectIdentifier(owner) }
-            return mine
-        }
+        let loop = ObjectIdentifier(owner)
+        let dropped = state.withSanitizedLock { $0.take { $0.owner == loop } }
         // Released here, outside the lock.
         withExtendedLifetime(dropped) {}
     }

@@ -426,10 +426,12 @@ public final class SluiceLoop: SerialExecutor, TaskExecutor, CustomStringConvert
     }
 
     fileprivate func cancel(_ timer: LoopTimer) {
-        manualClock?.cancel(ObjectIdentifier(timer))
         if inEventLoop {
             disarm(timer)
         } else {
+            // Off the loop, the clock lets go at once (its next deadline is then exact); `disarm`
+            // drops what an arming still queued adds.
+            manualClock?.cancel(ObjectIdentifier(timer))
             executeIfRunning { self.disarm(timer) }
         }
     }
