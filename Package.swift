@@ -9,6 +9,9 @@ let sharedSwiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// The built-in plugins, for the targets that serve or test all of them.
+let builtInPlugins: [Target.Dependency] = ["SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage"]
+
 let package = Package(
     name: "Sluice",
     platforms: [.macOS(.v15)],
@@ -165,9 +168,8 @@ let package = Package(
         // MARK: The built-in plugins' codecs, one per front (a user's own codec is a peer of these)
         .target(
             name: "SluiceBuiltInCodecs",
-            dependencies: [
+            dependencies: builtInPlugins + [
                 "Sluice", "SluiceLibevent", "SluiceLineProtocol", "SluiceHTTPCodec",
-                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Plugins/Codecs",
@@ -197,9 +199,9 @@ let package = Package(
         // MARK: Examples
         .executableTarget(
             name: "SluiceEcho",
-            dependencies: [
-                "Sluice", "SluiceFronts", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceButtonTap", "SluicePayment",
-                "SluiceSearch", "SluiceRateLimit", "SluicePage", "SluiceRedis", "SluicePaymentRedisLedger",
+            dependencies: builtInPlugins + [
+                "Sluice", "SluiceFronts", "SluiceLineProtocol", "SluiceHTTP", "SluiceBuiltInCodecs", "SluiceRedis",
+                "SluicePaymentRedisLedger",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -213,7 +215,7 @@ let package = Package(
 
         .target(
             name: "SluiceEmbeddingExample",
-            dependencies: ["Sluice", "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage"],
+            dependencies: builtInPlugins + ["Sluice"],
             path: "Examples/Embedding/Sources/SluiceEmbeddingExample"
         ),
         .executableTarget(
@@ -281,26 +283,23 @@ let package = Package(
         ),
         .testTarget(
             name: "SluiceGateTests",
-            dependencies: [
-                "Sluice", "SluiceCore", "SluiceLibevent", "SluicePluginTesting", "SluiceTestSupport",
-                // Plugins of the user's kind are peers of the built-in ones, which serve as fixtures.
-                "SluiceButtonTap", "SluicePayment", "SluicePage", "SluiceRateLimit", "SluiceSearch", "SluiceLineProtocol",
+            // The built-in plugins serve as fixtures, beside plugins the tests write themselves.
+            dependencies: builtInPlugins + [
+                "Sluice", "SluiceCore", "SluiceLibevent", "SluicePluginTesting", "SluiceTestSupport", "SluiceLineProtocol",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
             name: "SluiceLineProtocolTests",
-            dependencies: [
+            dependencies: builtInPlugins + [
                 "Sluice", "SluiceLineProtocol", "SluiceBuiltInCodecs", "SluicePluginTesting", "SluiceTestSupport",
-                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
             ]
         ),
         .testTarget(
             name: "SluiceHTTPTests",
-            dependencies: [
+            dependencies: builtInPlugins + [
                 "Sluice", "SluiceCore", "SluiceLibevent", "SluiceHTTP", "SluiceHTTPCodec", "SluiceBuiltInCodecs",
                 "SluicePluginTesting", "SluiceTestSupport",
-                "SluiceButtonTap", "SluicePayment", "SluiceSearch", "SluiceRateLimit", "SluicePage",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
