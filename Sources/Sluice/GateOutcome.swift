@@ -120,7 +120,12 @@ public struct RunInfo: Sendable, Hashable {
     /// The rate stages of the plugin's ``GatePlugin/limits``, each one's state after this
     /// request (empty for a plugin without rate stages, and for replays and joins, which spend
     /// nothing).
-    public var limits: [RateStageReport] = []
+    public var limits: [RateStageReport] {
+        get { limitReports.reports }
+        set { limitReports = LimitReports(newValue) }
+    }
+    /// What ``limits`` is built from when read.
+    @usableFromInline var limitReports = LimitReports.none
     /// Whether the store decided, or this process alone while its shared store was unavailable.
     public var guarantee: Guarantee
 
@@ -141,6 +146,20 @@ public struct RunInfo: Sendable, Hashable {
     @inlinable public static var replayed: RunInfo { RunInfo(source: .replayed) }
     /// A result shared with the request that led the execution.
     @inlinable public static var joined: RunInfo { RunInfo(source: .joined) }
+
+    // Equal and hashed by what it says: the reports as read, however they are kept.
+
+    public static func == (lhs: RunInfo, rhs: RunInfo) -> Bool {
+        lhs.source == rhs.source && lhs.rateLimit == rhs.rateLimit && lhs.guarantee == rhs.guarantee
+            && lhs.limits == rhs.limits
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(source)
+        hasher.combine(rateLimit)
+        hasher.combine(limits)
+        hasher.combine(guarantee)
+    }
 }
 
 /// Why a request was cancelled.

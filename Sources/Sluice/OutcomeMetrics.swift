@@ -35,8 +35,9 @@ final class OutcomeMetrics: Sendable {
     @inlinable
     static func index<Output>(of outcome: GateOutcome<Output>) -> Int {
         switch outcome {
-        case .ran(_, let info), .failed(_, let info):
-            if case .failed = outcome { return 3 }
+        case .failed:
+            return 3
+        case .ran(_, let info):
             switch info.source {
             case .executed: return 0
             case .replayed: return 1

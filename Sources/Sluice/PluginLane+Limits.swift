@@ -9,7 +9,8 @@ struct LimitPass {
     @usableFromInline var keys: [String]
     @usableFromInline var hold: ChainHold
     @usableFromInline var cost: Int
-    @usableFromInline var reports: [RateStageReport]
+    /// The rate stages' reports of an admitted request (see ``RunInfo/limits``).
+    @usableFromInline var reports: LimitReports
     /// What it holds of the stages a shared store decided (`nil` for a chain decided here).
     @usableFromInline var stored: StoreLimitHold?
 
@@ -19,10 +20,10 @@ struct LimitPass {
 
     /// Nothing taken (a plugin without limits, or a request that spends nothing).
     @inlinable
-    static var none: LimitPass { LimitPass(keys: [], hold: ChainHold(), cost: 0, reports: []) }
+    static var none: LimitPass { LimitPass(keys: [], hold: ChainHold(), cost: 0, reports: .none) }
 
     @inlinable
-    init(keys: [String], hold: ChainHold, cost: Int, reports: [RateStageReport]) {
+    init(keys: [String], hold: ChainHold, cost: Int, reports: LimitReports) {
         self.keys = keys
         self.hold = hold
         self.cost = cost
@@ -32,7 +33,7 @@ struct LimitPass {
 
     /// What a request admitted by a shared store holds there.
     init(stored: StoreLimitHold, reports: [RateStageReport]) {
-        self.init(keys: [], hold: ChainHold(), cost: stored.cost, reports: reports)
+        self.init(keys: [], hold: ChainHold(), cost: stored.cost, reports: LimitReports(reports))
         self.stored = stored
     }
 }
@@ -47,61 +48,47 @@ extension PluginLane {
     @inlinable
     func passLimits(_ input: Plugin.Input, now: Instant, into pass: inout LimitPass) -> GateOutcome<Output>? {
         guard !limits.isEmpty else { return nil }
-        // The keys and verdicts go into buffers the lane keeps: an admitted request run in
-        // place allocates nothing for them.
-        stageKeyBuffer.removeAll(keepingCapacity: true)
-        for key in stageKeys { stageKeyBuffer.append(key(input)) }
+        // The keys and verdicts go into buffers the lane keeps, and an admitted request's
+        // reports are built from them only when read: an admitted request run in place whose
+        // outcome is dropped allocates nothing for them.
+        // One key per stage, written in place (one uniqueness check for the buffer).
+        stageKeyBuffer.withUnsafeMutableBufferPointer { keys in
+            stageKeys.withUnsafeBufferPointer { functions in
+                for stage in functions.indices { keys[stage] = functions[stage](input) }
+            }
+        }
         let cost = handle.plugin.cost(for: input)
-        limits.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &admission)
-        for stage in admission.shadowRefusals {
+        let decision = decisionToWrite()
+        limits.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &decision.admission)
+        for stage in decision.admission.shadowRefusals {
             shadowRefusals[stage].increment()
             shadowCounts[stage] += 1
         }
-        switch admission.result {
+        switch decision.admission.result {
         case .admitted:
             pass = LimitPass(
-                keys: stageKeyBuffer, hold: admission.hold, cost: cost,
-                reports: limits.hasRateStages ? admittedReports(admission.verdicts) : [])
+                keys: stageKeyBuffer, hold: decision.admission.hold, cost: cost,
+                reports: limits.hasRateStages ? LimitReports(decision) : .none)
             return nil
         case .refused(let refusing):
             // The stages before the refusing one report their state after giving back.
-            var verdicts = admission.verdicts
+            var verdicts = decision.admission.verdicts
             limits.peek(stages: refusing, keys: stageKeyBuffer, now: now, into: &verdicts)
             return .limited(
                 LimitRefusal(
-                    stage: limits.stages[refusing].name, verdict: admission.verdicts[refusing],
-                    reports: rateReports(verdicts)))
+                    stage: limits.stages[refusing].name, verdict: decision.admission.verdicts[refusing],
+                    reports: LimitReports.reports(verdicts, of: limits.stages)))
         case .busy:
             return .busy
         }
     }
 
-    /// The rate stages' verdicts among `verdicts` (stage *i*'s at *i*), as reports.
+    /// The chain decision to decide into: the lane's last one when nothing else holds it (the
+    /// outcome that carried it is gone), else a new one that becomes the lane's.
     @inlinable
-    func rateReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
-        var reports: [RateStageReport] = []
-        reports.reserveCapacity(verdicts.count)
-        appendRateReports(verdicts, to: &reports)
-        return reports
-    }
-
-    /// ``rateReports(_:)`` for an admitted request, written into the buffer the lane keeps. An
-    /// array is a value: the buffer is refilled in place only once every outcome that carried
-    /// its last contents is gone (it is then uniquely referenced), and copied otherwise, so an
-    /// admitted request whose caller does not keep its outcome allocates nothing for them.
-    @inlinable
-    func admittedReports(_ verdicts: [StageVerdict]) -> [RateStageReport] {
-        reportBuffer.removeAll(keepingCapacity: true)
-        appendRateReports(verdicts, to: &reportBuffer)
-        return reportBuffer
-    }
-
-    @inlinable
-    func appendRateReports(_ verdicts: [StageVerdict], to reports: inout [RateStageReport]) {
-        for (stage, verdict) in zip(limits.stages, verdicts) {
-            guard case .rate(let decision) = verdict, case .rate(let options) = stage.limit else { continue }
-            reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
-        }
+    func decisionToWrite() -> ChainDecision {
+        if !isKnownUniquelyReferenced(&chainDecision) { chainDecision = ChainDecision(stages: limits.stages) }
+        return chainDecision
     }
 
     /// Gives back everything `pass` took: its request will not run.

@@ -223,19 +223,19 @@ extension PluginLane {
         // Joined duplicates spent nothing: only the execution's own request reports the limits.
         outcome(
             result, reason: reason, source: source, rateLimit: execution.rateLimit,
-            limits: source == .executed ? execution.limits.reports : [])
+            limits: source == .executed ? execution.limits.reports : .none)
     }
 
     /// The outcome an effect's result gives: what it returned or threw, or how it was cancelled.
     @inlinable
     func outcome(
         _ result: Result<Output, any Error>, reason: CancellationReason?, source: RunInfo.Source,
-        rateLimit: RateLimitDecision?, limits: [RateStageReport] = []
+        rateLimit: RateLimitDecision?, limits: LimitReports = .none
     ) -> GateOutcome<Output> {
         switch result {
         case .success(let output):
             var info = RunInfo(source: source, rateLimit: rateLimit)
-            if !limits.isEmpty { info.limits = limits }
+            if !limits.isEmpty { info.limitReports = limits }
             return .ran(output, info)
         case .failure(let error):
             if let reason { return .cancelled(reason) }
@@ -244,7 +244,7 @@ extension PluginLane {
             // retry replays the record's result or runs it.
             if error is CommitRefusal { return .unavailable }
             var info = RunInfo(source: source, rateLimit: rateLimit)
-            if !limits.isEmpty { info.limits = limits }
+            if !limits.isEmpty { info.limitReports = limits }
             return .failed(error, info)
         }
     }

@@ -188,13 +188,13 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// `sluice_shadow_refusals_total{plugin, stage}` of each stage of `chain`: what a stage in
     /// shadow mode would have refused.
     @usableFromInline let shadowRefusals: [Counter]
-    /// The buffers `passLimits` decides in (the keys of the stages, the chain's verdicts).
-    @usableFromInline @exclusivity(unchecked) var stageKeyBuffer: [String] = []
-    @usableFromInline @exclusivity(unchecked) var admission = ChainAdmission()
-    /// The rate stages' reports of the last admitted request (see `admittedReports`).
-    @usableFromInline @exclusivity(unchecked) var reportBuffer: [RateStageReport] = []
     /// The same, counted here for ``Gate/statistics()``.
     @usableFromInline @exclusivity(unchecked) var shadowCounts: [Int]
+    /// The buffer `passLimits` computes the keys of the stages in.
+    @usableFromInline @exclusivity(unchecked) var stageKeyBuffer: [String]
+    /// The chain's last decision, shared with the outcome of the request it admitted (see
+    /// `decisionToWrite()`).
+    @usableFromInline @exclusivity(unchecked) var chainDecision: ChainDecision
 
     @usableFromInline @exclusivity(unchecked) var executions = SlotTable<EventToken, Execution>()
     @usableFromInline @exclusivity(unchecked) var waiters = SlotTable<EventToken, Waiter>()
@@ -221,8 +221,10 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         slotPrefetcher = shared == nil ? stage.slotPrefetcher : nil
         cancelInFlight = stage.cancelsInFlight
         self.limits = limits
+        chainDecision = ChainDecision(stages: limits.stages)
         let stages = handle.plugin.limits
         stageKeys = stages.map(\.key)
+        stageKeyBuffer = Array(repeating: "", count: stages.count)
         shadowCounts = Array(repeating: 0, count: stages.count)
         shadowRefusals = stages.map {
             Counter(label: "sluice_shadow_refusals_total", dimensions: [("plugin", handle.plugin.name), ("stage", $0.stage.name)])
