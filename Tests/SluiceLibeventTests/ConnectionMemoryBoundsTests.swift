@@ -27,14 +27,31 @@ private final class CountingEchoHandler: TCPLineHandler, Sendable {
 }
 
 /// Sends `lines` lines of `length` bytes from a thread of its own, and stops at the first
-/// failure (the test aborts the client at its end).
-private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
+/// failure. The test stops it before it aborts the client: a send still running when the socket
+/// is closed could write to another test's socket that reused the descriptor.
+private func sendFromThread(_ client: LineClient, lines: Int, length: Int) -> LineSender {
+    let sender = LineSender(client: client)
     let line = String(repeating: "m", count: length - 1) + "\n"
     Thread {
+        defer { sender.finished.signal() }
         for _ in 0..<lines {
             do { try client.send(line) } catch { return }
         }
     }.start()
+    return sender
+}
+
+/// The thread of ``sendFromThread(_:lines:length:)``.
+private struct LineSender: Sendable {
+    let client: LineClient
+    let finished = DispatchSemaphore(value: 0)
+
+    /// Ends the client's sending side, which wakes a send blocked on a full window, and waits
+    /// until the thread has returned.
+    func stop() {
+        client.shutdownWrite()
+        finished.wait()
+    }
 }
 
 /// What a peer that sends and never reads can make the server hold: its answers parked in the
@@ -52,7 +69,8 @@ private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
         let server = try await TCPServer.bind(group: group, configuration: configuration, framing: LineFraming(lineTimeout: nil)) { _ in handler }
         let client = try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096)
         defer { client.abort() }
-        sendFromThread(client, lines: 8_000, length: 1_000)
+        let sender = sendFromThread(client, lines: 8_000, length: 1_000)
+        defer { sender.stop() }
         try await pollUntil(seconds: 15) {
             guard let connection = handler.connections.withSanitizedLock({ $0.first }) else { return false }
             return await connection.loop.submit { connection.isReadingPaused }
@@ -76,7 +94,8 @@ private func sendFromThread(_ client: LineClient, lines: Int, length: Int) {
         let peers = 32
         let clients = try (0..<peers).map { _ in try LineClient(port: server.port, timeoutSeconds: 30, receiveBufferBytes: 4096) }
         defer { clients.forEach { $0.abort() } }
-        for client in clients { sendFromThread(client, lines: 1_000, length: 1_000) }
+        let senders = clients.map { sendFromThread($0, lines: 1_000, length: 1_000) }
+        defer { senders.forEach { $0.stop() } }
         // Every connection ends up not reading: over its high watermark, or over the floor
         // while the process is over its budget.
         try await pollUntil(seconds: 20) {

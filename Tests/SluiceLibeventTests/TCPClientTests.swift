@@ -51,16 +51,33 @@ private final class CollectingHandler: TCPLineHandler, Sendable {
         closed.withSanitizedLock { $0 = reason }
     }
 
-    /// Waits (up to 5 s) until `count` lines arrived; returns them.
+    /// Waits until `count` lines arrived; returns them. A timeout names what did arrive.
     func waitForLines(_ count: Int) async throws -> [String] {
-        try await pollUntil(seconds: 5) { lines.withSanitizedLock { $0.count >= count } }
+        try await naming { try await pollUntil { lines.withSanitizedLock { $0.count >= count } } }
         return lines.withSanitizedLock { $0 }
     }
 
+    /// Waits until the connection closed; returns why. A timeout names what did arrive.
     func waitForClose() async throws -> TCPConnection.CloseReason? {
-        try await pollUntil(seconds: 5) { closed.withSanitizedLock { $0 } != nil }
+        try await naming { try await pollUntil { closed.withSanitizedLock { $0 } != nil } }
         return closed.withSanitizedLock { $0 }
     }
+
+    /// Runs `wait`; a timeout it throws is rethrown with the lines and the close seen so far.
+    private func naming(_ wait: () async throws -> Void) async throws {
+        do {
+            try await wait()
+        } catch let timeout as PollTimeout {
+            let seen = lines.withSanitizedLock { $0 }
+            let reason = closed.withSanitizedLock { $0 }
+            throw WaitFailure(description: "\(timeout); lines \(seen), close \(reason.map { "\($0)" } ?? "none")")
+        }
+    }
+}
+
+/// A wait of ``CollectingHandler`` that timed out, with what it saw.
+private struct WaitFailure: Error, CustomStringConvertible {
+    let description: String
 }
 
 private func withScriptedServer(_ body: (Int, SluiceLoopGroup) async throws -> Void) async throws {

@@ -8,6 +8,9 @@ import Darwin
 /// ``deadlineScale``); throws if it never does. Between tries it pauses for a millisecond, so
 /// that polling does not take the CPU from the loops it waits for; what a test checks depends on
 /// the condition and the deadline only, never on the pause.
+///
+/// The condition is tried once more after the deadline: a task that resumes late (its threads
+/// busy with other tests) finds a condition that came true while it was not running.
 public func pollUntil(seconds: Int = 10, _ condition: () async throws -> Bool) async throws {
     let scaled = seconds * deadlineScale
     let deadline = ContinuousClock.now + .seconds(scaled)
@@ -15,6 +18,7 @@ public func pollUntil(seconds: Int = 10, _ condition: () async throws -> Bool) a
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(1))
     }
+    if try await condition() { return }
     throw PollTimeout(seconds: scaled)
 }
 
