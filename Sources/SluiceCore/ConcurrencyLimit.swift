@@ -48,7 +48,15 @@ public struct ConcurrencyLimitTable<Key: Hashable> {
     /// - Throws: ``SluiceError/Code/tableBusy`` when the table is full of keys in flight.
     @inlinable
     public mutating func acquire(key: Key, now: Instant) throws(SluiceError) -> (allowed: Bool, inFlight: Int) {
-        let slot = try table.lookup(key, now: now, orInsert: ConcurrencyState())
+        try acquire(key: key, hash: KeySlotPrefetcher.hash(key), now: now)
+    }
+
+    /// ``acquire(key:now:)`` for a key already hashed (see ``KeySlotPrefetcher``).
+    ///
+    /// - Precondition: `hash == KeySlotPrefetcher.hash(key)`.
+    @inlinable
+    public mutating func acquire(key: Key, hash: UInt32, now: Instant) throws(SluiceError) -> (allowed: Bool, inFlight: Int) {
+        let slot = try table.lookup(key, hash: hash, now: now, orInsert: ConcurrencyState())
         let inFlight = table[slot.index].inFlight
         guard inFlight < limit else { return (false, inFlight) }
         table[slot.index].inFlight = inFlight + 1

@@ -84,11 +84,22 @@ public struct LimitChain<Key: Hashable> {
         admission.result = .admitted
         admission.verdicts.removeAll(keepingCapacity: true)
         admission.shadowRefusals.removeAll(keepingCapacity: true)
+        admission.hashes.removeAll(keepingCapacity: true)
         admission.hold = ChainHold()
         for index in places.indices {
+            let key = keys[index]
+            // A key an earlier stage had (an account limited by rate and by concurrency) is
+            // hashed once.
+            var hash: UInt32?
+            for earlier in 0..<index where keys[earlier] == key {
+                hash = admission.hashes[earlier]
+                break
+            }
+            let keyHash = hash ?? KeySlotPrefetcher.hash(key)
+            admission.hashes.append(keyHash)
             let verdict: StageVerdict
             do {
-                verdict = try decide(stage: index, key: keys[index], cost: cost, now: now)
+                verdict = try decide(stage: index, key: key, hash: keyHash, cost: cost, now: now)
             } catch {
                 rollBack(admission.hold, keys: keys, cost: cost, now: now)
                 admission.hold = ChainHold()
@@ -116,12 +127,12 @@ public struct LimitChain<Key: Hashable> {
     }
 
     @inlinable
-    mutating func decide(stage index: Int, key: Key, cost: Int, now: Instant) throws(SluiceError) -> StageVerdict {
+    mutating func decide(stage index: Int, key: Key, hash: UInt32, cost: Int, now: Instant) throws(SluiceError) -> StageVerdict {
         switch places[index] {
         case .rate(let table):
-            return .rate(try rates[table].check(key: key, now: now, quantity: cost))
+            return .rate(try rates[table].check(key: key, hash: hash, now: now, quantity: cost))
         case .concurrency(let table):
-            let taken = try slots[table].acquire(key: key, now: now)
+            let taken = try slots[table].acquire(key: key, hash: hash, now: now)
             return .concurrency(limit: slots[table].limit, inFlight: taken.inFlight, allowed: taken.allowed)
         }
     }
@@ -219,6 +230,8 @@ public struct ChainAdmission: Hashable, Sendable {
     public var shadowRefusals: [Int] = []
     /// What the request holds when admitted (nothing otherwise).
     public var hold = ChainHold()
+    /// The hash of each stage's key, as its table files it, up to the last stage decided.
+    @usableFromInline var hashes: [UInt32] = []
 
     /// An admission of a chain without stages.
     @inlinable
