@@ -240,7 +240,7 @@ extension PluginLane {
         var execution = Execution(
             key: request.key, input: request.input, effectID: request.effectID, kind: kind, record: record,
             state: .held, leader: waiter)
-        execution.limits = pass
+        execution.limits = pass.keptByExecution
         executions.set(execution, for: token)
         waiters.set(Waiter(execution: token, completion: nil, source: .executed), for: waiter)
         return nil

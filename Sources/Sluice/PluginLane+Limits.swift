@@ -31,6 +31,17 @@ struct LimitPass {
         self.stored = nil
     }
 
+    /// This pass as an execution keeps it while its effect runs as a task: its reports built
+    /// now, which lets go of the lane's chain decision so that the next request decides into it
+    /// again (the outcome at the effect's end reads them anyway).
+    @inlinable
+    var keptByExecution: LimitPass {
+        guard case .decided = reports.storage else { return self }
+        var kept = self
+        kept.reports = LimitReports(reports.reports)
+        return kept
+    }
+
     /// What a request admitted by a shared store holds there.
     init(stored: StoreLimitHold, reports: [RateStageReport]) {
         self.init(keys: [], hold: ChainHold(), cost: stored.cost, reports: LimitReports(reports))

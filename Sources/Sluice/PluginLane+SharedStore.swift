@@ -106,7 +106,7 @@ extension PluginLane {
         var made = Execution(
             key: request.key, input: request.input, effectID: request.effectID, kind: kind, record: record, state: .held,
             leader: token)
-        made.limits = pass
+        made.limits = pass.keptByExecution
         made.rateLimit = decision
         executions.set(made, for: execution)
         waiters.update(token) { $0.execution = execution }
