@@ -20,3 +20,8 @@ final class ChainDecision: @unchecked Sendable {
         self.stages = stages
     }
 }
+
+extension ChainDecision: LimitReportSource {
+    /// The reports of the chain's rate stages, from their verdicts.
+    @usableFromInline var reports: [RateStageReport] { LimitReports.reports(admission.verdicts, of: stages) }
+}

@@ -2,65 +2,40 @@ import SluiceCore
 
 /// The rate stages' reports an outcome carries (``RunInfo/limits``), built only when read.
 ///
-/// An admitted request's reports are kept as the chain's decision (its stages and verdicts):
-/// carrying it costs one reference, and a caller that never reads the reports (an effect run in
-/// place whose outcome is dropped) never pays for building them.
+/// An admitted request's reports are kept as the chain's decision (its stages and verdicts,
+/// a ``ChainDecision``): carrying them costs one reference, and a caller that never reads them
+/// (an effect run in place whose outcome is dropped) never pays for building them. An outcome
+/// without reports (a plugin without rate stages, a replay, a join) carries no reference at all.
 @usableFromInline
 struct LimitReports: Sendable {
-    @usableFromInline
-    enum Storage: Sendable {
-        /// Reports already built.
-        case built([RateStageReport])
-        /// A chain's decision: reports are built from its rate stages' verdicts when read.
-        case decided(ChainDecision)
-    }
+    /// Where the reports come from; `nil` for none.
+    @usableFromInline var source: (any LimitReportSource)?
 
-    @usableFromInline var storage: Storage
-
-    /// No report (a plugin without rate stages, a replay, a join).
+    /// No report.
     @inlinable
-    static var none: LimitReports { LimitReports(storage: .built([])) }
+    static var none: LimitReports { LimitReports(source: nil) }
 
     /// Reports already built.
     @inlinable
     init(_ reports: [RateStageReport]) {
-        storage = .built(reports)
-    }
-
-    /// The reports of the rate stages of `decision`'s chain.
-    ///
-    /// - Precondition: some stage of the chain is a rate stage, so that there is a report.
-    @inlinable
-    init(_ decision: ChainDecision) {
-        storage = .decided(decision)
+        source = reports.isEmpty ? nil : BuiltLimitReports(reports)
     }
 
     @inlinable
-    init(storage: Storage) {
-        self.storage = storage
+    init(source: (any LimitReportSource)?) {
+        self.source = source
     }
 
     /// Whether there is no report.
     @inlinable
-    var isEmpty: Bool {
-        switch storage {
-        case .built(let reports): reports.isEmpty
-        case .decided: false
-        }
-    }
+    var isEmpty: Bool { source == nil }
 
     /// The reports, in stage order.
     @inlinable
-    var reports: [RateStageReport] {
-        switch storage {
-        case .built(let reports):
-            return reports
-        case .decided(let decision):
-            return Self.reports(decision.admission.verdicts, of: decision.stages)
-        }
-    }
+    var reports: [RateStageReport] { source?.reports ?? [] }
 
-    /// The reports of the rate stages among `stages` whose verdicts `verdicts` holds.
+    /// The reports of the rate stages among `stages` whose verdicts `verdicts` holds (stage
+    /// *i*'s at *i*, up to the last stage decided).
     @inlinable
     static func reports(_ verdicts: [StageVerdict], of stages: [ChainStage]) -> [RateStageReport] {
         var reports: [RateStageReport] = []
@@ -70,5 +45,24 @@ struct LimitReports: Sendable {
             reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
         }
         return reports
+    }
+}
+
+/// What ``LimitReports`` builds its reports from: a chain's decision, or reports built already.
+/// Never changes once an outcome holds it.
+@usableFromInline
+protocol LimitReportSource: AnyObject, Sendable {
+    /// The rate stages' reports, in stage order (never empty).
+    var reports: [RateStageReport] { get }
+}
+
+/// Reports built already: a shared store's, or set through ``RunInfo/limits``.
+@usableFromInline
+final class BuiltLimitReports: LimitReportSource {
+    @usableFromInline let reports: [RateStageReport]
+
+    @inlinable
+    init(_ reports: [RateStageReport]) {
+        self.reports = reports
     }
 }

@@ -36,7 +36,7 @@ struct LimitPass {
     /// again (the outcome at the effect's end reads them anyway).
     @inlinable
     var keptByExecution: LimitPass {
-        guard case .decided = reports.storage else { return self }
+        guard reports.source is ChainDecision else { return self }
         var kept = self
         kept.reports = LimitReports(reports.reports)
         return kept
@@ -79,7 +79,7 @@ extension PluginLane {
         case .admitted:
             pass = LimitPass(
                 keys: stageKeyBuffer, hold: decision.admission.hold, cost: cost,
-                reports: limits.hasRateStages ? LimitReports(decision) : .none)
+                reports: limits.hasRateStages ? LimitReports(source: decision) : .none)
             return nil
         case .refused(let refusing):
             // The stages before the refusing one report their state after giving back.
