@@ -59,10 +59,9 @@ extension PluginLane {
     @inlinable
     func passLimits(_ input: Plugin.Input, now: Instant, into pass: inout LimitPass) -> GateOutcome<Output>? {
         guard !limits.isEmpty else { return nil }
-        // The keys and verdicts go into buffers the lane keeps, and an admitted request's
-        // reports are built from them only when read: an admitted request run in place whose
-        // outcome is dropped allocates nothing for them.
-        // One key per stage, written in place (one uniqueness check for the buffer).
+        // The keys and verdicts go into buffers the lane keeps (the keys written in place, one
+        // per stage), and an admitted request's reports are built from them only when read: an
+        // admitted request run in place whose outcome is dropped allocates nothing for them.
         stageKeyBuffer.withUnsafeMutableBufferPointer { keys in
             stageKeys.withUnsafeBufferPointer { functions in
                 for stage in functions.indices { keys[stage] = functions[stage](input) }
