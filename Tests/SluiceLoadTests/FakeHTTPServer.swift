@@ -64,6 +64,10 @@ final class FakeHTTPServer: Sendable {
     let misdirectedRequests = Atomic<Int>(0)
     /// Open connection sockets, to shut down when the server stops.
     private let sockets = Mutex(Set<Int32>())
+    /// Whether `stop()` was called, whether the accept loop has ended, and whether the listener
+    /// is closed: it is closed once, by whichever of the two comes last, so that neither touches
+    /// a descriptor number the process may have given to another socket since.
+    private let listening = Mutex((stopping: false, loopEnded: false, closed: false))
 
     /// Listens on a free port of 127.0.0.1 and starts accepting.
     init(fault: Fault) throws {
@@ -94,7 +98,19 @@ final class FakeHTTPServer: Sendable {
 
     /// Stops accepting and shuts every connection down (their threads then end).
     func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
+        let closeNow = listening.withSanitizedLock { state -> Bool? in
+            guard !state.stopping else { return nil }
+            state.stopping = true
+            guard state.loopEnded else { return false }
+            state.closed = true
+            return true
+        }
+        switch closeNow {
+        case true?: close(listener)
+        // The accept loop wakes with an error, sees the stop and closes the listener.
+        case false?: shutdown(listener, Int32(SHUT_RDWR))
+        case nil: break
+        }
         sockets.withSanitizedLock { open in
             for socket in open { shutdown(socket, Int32(SHUT_RDWR)) }
         }
@@ -104,8 +120,15 @@ final class FakeHTTPServer: Sendable {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else {
-                if errno == EINTR { continue }
-                close(listener)
+                // A signal, or a connection reset before it was accepted: accept the next one.
+                if errno == EINTR || errno == ECONNABORTED || errno == EPROTO { continue }
+                let closeNow = listening.withSanitizedLock { state -> Bool in
+                    state.loopEnded = true
+                    guard state.stopping, !state.closed else { return false }
+                    state.closed = true
+                    return true
+                }
+                if closeNow { close(listener) }
                 return
             }
             // Small writes go out at once (`.trickle` writes many).
@@ -146,6 +169,7 @@ final class FakeHTTPServer: Sendable {
             }
             }
             let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return }
             buffer.append(contentsOf: chunk[0..<count])
         }
@@ -158,7 +182,11 @@ final class FakeHTTPServer: Sendable {
     private func lingeringClose(_ socket: Int32) {
         shutdown(socket, Int32(SHUT_WR))
         var sink = [UInt8](repeating: 0, count: 4096)
-        while sink.withUnsafeMutableBytes({ recv(socket, $0.baseAddress, $0.count, 0) }) > 0 {}
+        while true {
+            let count = sink.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+        }
     }
 
     /// Writes the response to `request`; `false` when the connection must close.
@@ -188,6 +216,7 @@ final class FakeHTTPServer: Sendable {
         while offset < bytes.count {
             let end = min(offset + piece, bytes.count)
             let sent = bytes[offset..<end].withUnsafeBytes { socketSend(socket, $0) }
+            if sent < 0 && errno == EINTR { continue }
             guard sent > 0 else { return false }
             offset += sent
         }
