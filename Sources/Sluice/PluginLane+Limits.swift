@@ -70,9 +70,11 @@ extension PluginLane {
         let cost = handle.plugin.cost(for: input)
         let decision = decisionToWrite()
         limits.admit(keys: stageKeyBuffer, cost: cost, now: now, into: &decision.admission)
-        for stage in decision.admission.shadowRefusals {
-            shadowRefusals[stage].increment()
-            shadowCounts[stage] += 1
+        if !decision.admission.shadowRefusals.isEmpty {
+            for stage in decision.admission.shadowRefusals {
+                shadowRefusals[stage].increment()
+                shadowCounts[stage] += 1
+            }
         }
         switch decision.admission.result {
         case .admitted:

@@ -235,7 +235,7 @@ extension PluginLane {
         switch result {
         case .success(let output):
             var info = RunInfo(source: source, rateLimit: rateLimit)
-            if !limits.isEmpty { info.limitReports = limits }
+            info.limitReports = limits
             return .ran(output, info)
         case .failure(let error):
             if let reason { return .cancelled(reason) }
@@ -244,7 +244,7 @@ extension PluginLane {
             // retry replays the record's result or runs it.
             if error is CommitRefusal { return .unavailable }
             var info = RunInfo(source: source, rateLimit: rateLimit)
-            if !limits.isEmpty { info.limitReports = limits }
+            info.limitReports = limits
             return .failed(error, info)
         }
     }

@@ -82,40 +82,41 @@ public struct LimitChain<Key: Hashable> {
     public mutating func admit(keys: [Key], cost: Int, now: Instant, into admission: inout ChainAdmission) {
         precondition(keys.count == stages.count, "a chain takes one key per stage")
         admission.result = .admitted
-        admission.verdicts.removeAll(keepingCapacity: true)
-        admission.shadowRefusals.removeAll(keepingCapacity: true)
-        admission.hashes.removeAll(keepingCapacity: true)
         admission.hold = ChainHold()
-        for index in places.indices {
-            let key = keys[index]
-            // A key an earlier stage had (an account limited by rate and by concurrency) is
-            // hashed once.
-            var hash: UInt32?
-            for earlier in 0..<index where keys[earlier] == key {
-                hash = admission.hashes[earlier]
-                break
-            }
-            let keyHash = hash ?? KeySlotPrefetcher.hash(key)
-            admission.hashes.append(keyHash)
-            let verdict: StageVerdict
-            do {
-                verdict = try decide(stage: index, key: key, hash: keyHash, cost: cost, now: now)
-            } catch {
-                rollBack(admission.hold, keys: keys, cost: cost, now: now)
-                admission.hold = ChainHold()
-                admission.result = .busy(stage: index)
-                return
-            }
-            admission.verdicts.append(verdict)
-            if verdict.allowed {
-                admission.hold.insert(index)
-            } else if stages[index].shadow {
-                admission.shadowRefusals.append(index)
-            } else {
-                rollBack(admission.hold, keys: keys, cost: cost, now: now)
-                admission.hold = ChainHold()
-                admission.result = .refused(stage: index)
-                return
+        if !admission.verdicts.isEmpty { admission.verdicts.removeAll(keepingCapacity: true) }
+        if !admission.shadowRefusals.isEmpty { admission.shadowRefusals.removeAll(keepingCapacity: true) }
+        // Each stage's hash, kept for the later stages of this call only: a key an earlier stage
+        // had (an account limited by rate and by concurrency) is hashed once.
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: keys.count) { hashes in
+            for index in places.indices {
+                let key = keys[index]
+                var hash: UInt32?
+                for earlier in 0..<index where keys[earlier] == key {
+                    hash = hashes[earlier]
+                    break
+                }
+                let keyHash = hash ?? KeySlotPrefetcher.hash(key)
+                hashes[index] = keyHash
+                let verdict: StageVerdict
+                do {
+                    verdict = try decide(stage: index, key: key, hash: keyHash, cost: cost, now: now)
+                } catch {
+                    rollBack(admission.hold, keys: keys, cost: cost, now: now)
+                    admission.hold = ChainHold()
+                    admission.result = .busy(stage: index)
+                    return
+                }
+                admission.verdicts.append(verdict)
+                if verdict.allowed {
+                    admission.hold.insert(index)
+                } else if stages[index].shadow {
+                    admission.shadowRefusals.append(index)
+                } else {
+                    rollBack(admission.hold, keys: keys, cost: cost, now: now)
+                    admission.hold = ChainHold()
+                    admission.result = .refused(stage: index)
+                    return
+                }
             }
         }
     }
@@ -230,8 +231,6 @@ public struct ChainAdmission: Hashable, Sendable {
     public var shadowRefusals: [Int] = []
     /// What the request holds when admitted (nothing otherwise).
     public var hold = ChainHold()
-    /// The hash of each stage's key, as its table files it, up to the last stage decided.
-    @usableFromInline var hashes: [UInt32] = []
 
     /// An admission of a chain without stages.
     @inlinable
