@@ -4,7 +4,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|runs|warm-runs|replay|pay|chain|task|await [count]
+// Usage: gate-profile throttled|million|million-decision|runs|warm-runs|replay|pay|chain|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -65,6 +65,23 @@ case "million":
     await run(million, million.count, report: false)
     while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
     await run(million.shuffled(using: &random), count)
+case "million-decision":
+    // As GateBenchmarks' "policy: throttle decision, throttled (1,000,000 known keys, uniform
+    // order)": the table alone, no gate.
+    var random = SplitMix64(seed: 0x5EED)
+    let keys = (0..<1_000_000).map { "user:\($0)" }
+    let visits = (0..<keys.count).map { $0 }.shuffled(using: &random)
+    var table = try ThrottleTable<String>(options: try ThrottleOptions(interval: .seconds(3600)), budget: .bytes(64 << 20))
+    for (n, key) in keys.enumerated() { _ = try table.event(EventToken(UInt64(n)), key: key, now: .zero) }
+    var throttled = 0
+    let start = ContinuousClock.now
+    for n in 0..<count {
+        if case .drop = try table.event(EventToken(UInt64(n)), key: keys[visits[n % visits.count]], now: Instant(nanoseconds: Int64(n))).decision {
+            throttled += 1
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    print("million-decision: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per decision (\(throttled) throttled)")
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)
