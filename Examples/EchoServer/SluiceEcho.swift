@@ -124,11 +124,11 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("pay-rate"), help: "PAY: new payments allowed per account per --pay-period-ms, sustained (a GCRA stage named pay-rate after the idempotency record; a replay spends nothing). Off by default.")
     var payRate: Int?
 
-    @Option(name: .customLong("pay-period-ms"), help: "PAY: the period of --pay-rate, in milliseconds.")
-    var payPeriodMilliseconds = 1_000
+    @Option(name: .customLong("pay-period-ms"), help: "PAY: the period of --pay-rate, in milliseconds (default: 1000; only with --pay-rate).")
+    var payPeriodMilliseconds: Int?
 
-    @Option(name: .customLong("pay-burst"), help: "PAY: new payments an account may make back to back beyond the first, with --pay-rate (the limit is this plus one).")
-    var payBurst = 0
+    @Option(name: .customLong("pay-burst"), help: "PAY: new payments an account may make back to back beyond the first (the limit is this plus one; default: 0; only with --pay-rate).")
+    var payBurst: Int?
 
     @Option(name: .customLong("pay-concurrency"), help: "PAY: payments one account may have running at once (a stage named pay-concurrency after --pay-rate). Off by default.")
     var payConcurrency: Int?
@@ -205,8 +205,11 @@ struct SluiceEcho: AsyncParsableCommand {
         try require(outputHighKibibytes >= 1, "--output-high-kib must be at least 1 (got \(outputHighKibibytes))")
         try require(connectionBuffersMebibytes >= 1, "--connection-buffers-mib must be at least 1 (got \(connectionBuffersMebibytes))")
         try require(payRate.map { $0 >= 1 } ?? true, "--pay-rate must be at least 1 (got \(payRate ?? 0))")
-        try require(payPeriodMilliseconds >= 1, "--pay-period-ms must be at least 1 (got \(payPeriodMilliseconds))")
-        try require(payBurst >= 0, "--pay-burst must be 0 or more (got \(payBurst))")
+        try require(
+            payRate != nil || (payPeriodMilliseconds == nil && payBurst == nil),
+            "--pay-period-ms and --pay-burst shape --pay-rate, which is not set")
+        try require(payPeriodMilliseconds.map { $0 >= 1 } ?? true, "--pay-period-ms must be at least 1 (got \(payPeriodMilliseconds ?? 0))")
+        try require(payBurst.map { $0 >= 0 } ?? true, "--pay-burst must be 0 or more (got \(payBurst ?? 0))")
         try require(payConcurrency.map { $0 >= 1 } ?? true, "--pay-concurrency must be at least 1 (got \(payConcurrency ?? 0))")
         try require(payRecordsPerKey >= 0, "--pay-records-per-key must be 0 or more (got \(payRecordsPerKey))")
         try require(limitRate >= 1, "--limit-rate must be at least 1 (got \(limitRate))")
@@ -277,7 +280,7 @@ struct SluiceEcho: AsyncParsableCommand {
     func payLimits() throws(SluiceError) -> [LimitStage<PaymentPlugin.Payment>] {
         try PaymentPlugin.accountLimits(
             rate: try payRate.map { rate throws(SluiceError) in
-                try RateLimitOptions(count: rate, per: .milliseconds(payPeriodMilliseconds), burst: payBurst)
+                try RateLimitOptions(count: rate, per: .milliseconds(payPeriodMilliseconds ?? 1_000), burst: payBurst ?? 0)
             },
             concurrency: payConcurrency)
     }

@@ -138,7 +138,7 @@ public struct RateLimitOptions: Hashable, Sendable {
         // under a quarter of Int64's range (about 73 years) keeps every sum in `check` exact,
         // where a saturated sum would stop the arrival time advancing and admit everything.
         guard !limitOverflow, !overflow, tolerance <= Self.maximumWindowNanos - interval else {
-            throw .invalidOption("A rate limit's burst window (period / count × (burst + 1)) must be at most 73 years.", value: burst)
+            throw .invalidOption("A rate limit's burst window (period / count × (burst + 1)) must be at most 73 years.", value: "\(count) per \(period), burst \(burst)")
         }
         self.count = count
         self.period = period
