@@ -38,9 +38,11 @@ public struct EvictionSummary: Sendable {
     public private(set) var filter: RestrictionFilter
     /// Keys not in the table whose state the summary restored.
     public private(set) var restored = 0
-    /// Decisions refused for a key whose state the summary restored. Some may be wrong: a
-    /// never-seen key the filter mistakes for a remembered one (a few in a million), or a key
-    /// whose restriction the filter rounds up by up to ``RestrictionFilter/resolution``.
+    /// Decisions refused for a key whose state the summary restored, or that it could not decide
+    /// (busy: only an overflow marker answered). Some may be wrong: a never-seen key the filter
+    /// mistakes for a remembered one (a few in a million), a key whose restriction the filter
+    /// rounds up by up to ``RestrictionFilter/resolution``, or a never-seen key that maps to a
+    /// marked bucket.
     public private(set) var refusals = 0
     /// When the filter was last purged.
     var lastPurge: Instant?
@@ -97,6 +99,30 @@ public struct EvictionSummary: Sendable {
         guard isRemembering, let until = filter.restrictedUntil(hash: Self.hash(key), now: now) else { return nil }
         restored &+= 1
         return State(restrictedUntil: until)
+    }
+
+    /// What the summary says about a key the table did not hold.
+    public enum Recall<State> {
+        /// It remembers nothing for the key: a fresh state decides it.
+        case nothing
+        /// It remembers a restriction for the key: this state, at least as strict, decides it.
+        case restricted(State)
+        /// Only an overflow marker answers (see ``RestrictionFilter/overflows``): the summary
+        /// cannot tell this key from the others that map to the marked bucket until `until`, so
+        /// it can neither let it through nor say it is limited. The table refuses it as busy.
+        case undecidable(until: Instant)
+    }
+
+    /// ``restore(_:now:)`` for a decision: an answer given by an overflow marker alone is
+    /// ``Recall/undecidable(until:)`` and counted as a refusal, not a restriction of the key.
+    public mutating func recall<Key: Hashable, State: RestrictingState>(_ key: Key, now: Instant) -> Recall<State> {
+        guard isRemembering, let found = filter.lookup(hash: Self.hash(key), now: now) else { return .nothing }
+        if found.byMarkerOnly {
+            refusals &+= 1
+            return .undecidable(until: found.until)
+        }
+        restored &+= 1
+        return .restricted(State(restrictedUntil: found.until))
     }
 
     /// Counts a decision refused for a key whose state the summary restored.

@@ -254,6 +254,11 @@ extension SummarizedTable {
 extension SummarizedTable where State: RestrictingState {
     /// The entry of `key`, made with `fresh` when absent, or with the state the summary restores
     /// for it (then `restored`); the live keys evicted for room are remembered.
+    ///
+    /// - Throws: ``SluiceError/Code/tableBusy`` as the table's lookup does, and for a key the
+    ///   summary can neither clear nor restrict (only an overflow marker answers for it, see
+    ///   ``EvictionSummary/Recall/undecidable(until:)``). Such a key is not kept, so that it
+    ///   asks the summary again next time.
     @inlinable
     mutating func entry(
         _ key: Key, hash: UInt32, now: Instant, fresh: @autoclosure () -> State
@@ -261,9 +266,16 @@ extension SummarizedTable where State: RestrictingState {
         let slot = try table.lookup(key, hash: hash, now: now, orInsert: fresh())
         guard slot.isNew else { return (slot, false) }
         if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
-        guard let state: State = summary.restore(key, now: now) else { return (slot, false) }
-        table[slot.index] = state
-        return (slot, true)
+        switch summary.recall(key, now: now) as EvictionSummary.Recall<State> {
+        case .nothing:
+            return (slot, false)
+        case .restricted(let state):
+            table[slot.index] = state
+            return (slot, true)
+        case .undecidable(let until):
+            table.remove(at: slot.index)
+            throw .summaryOverflowed(until: until)
+        }
     }
 }
 

@@ -276,6 +276,13 @@ public struct RestrictionFilter: Sendable {
     ///   - hash: The key's 64-bit hash, as passed to ``remember(hash:until:now:)``.
     ///   - now: The current instant; never earlier than the `now` of a previous mutating call.
     public func restrictedUntil(hash: UInt64, now: Instant) -> Instant? {
+        lookup(hash: hash, now: now)?.until
+    }
+
+    /// ``restrictedUntil(hash:now:)``, saying also whether only an overflow marker answered:
+    /// no entry with the key's fingerprint is live in its buckets, so the filter cannot tell
+    /// this key from the others that map to a marked bucket (see ``overflows``).
+    public func lookup(hash: UInt64, now: Instant) -> Lookup? {
         guard !entries.isEmpty else { return nil }
         guard let lastTick else { return nil }
         let nowTick = max(Self.floorDivide(now.nanoseconds, span), lastTick)
@@ -285,10 +292,24 @@ public struct RestrictionFilter: Sendable {
         guard !overflow, sinceLast < Self.maxLiveTicks else { return nil }
         let (fingerprint, first) = locate(hash)
         let second = alternate(first, fingerprint: fingerprint)
-        var distance = longestMatch(fingerprint, in: first, nowTick: nowTick)
-        if second != first { distance = max(distance, longestMatch(fingerprint, in: second, nowTick: nowTick)) }
+        var match = longestMatch(fingerprint, in: first, nowTick: nowTick)
+        if second != first {
+            let other = longestMatch(fingerprint, in: second, nowTick: nowTick)
+            match = (max(match.own, other.own), max(match.marker, other.marker))
+        }
+        let distance = max(match.own, match.marker)
         guard distance > 0 else { return nil }
-        return Instant(nanoseconds: untilNanoseconds(nowTick: nowTick, distance: distance))
+        return Lookup(
+            until: Instant(nanoseconds: untilNanoseconds(nowTick: nowTick, distance: distance)),
+            byMarkerOnly: match.own == 0)
+    }
+
+    /// What ``lookup(hash:now:)`` found for a key.
+    public struct Lookup: Hashable, Sendable {
+        /// The latest until of the entries that answered (its own fingerprint's and markers').
+        public var until: Instant
+        /// Whether only overflow markers answered: the key may never have been remembered.
+        public var byMarkerOnly: Bool
     }
 
     /// Clears expired entries from up to `maxBuckets` buckets, continuing from where the previous
@@ -449,17 +470,20 @@ public struct RestrictionFilter: Sendable {
     }
 
     /// The largest live distance among `bucket`'s entries with `fingerprint` and its marker, or 0.
-    private func longestMatch(_ fingerprint: UInt32, in bucket: Int, nowTick: Int64) -> Int64 {
+    private func longestMatch(_ fingerprint: UInt32, in bucket: Int, nowTick: Int64) -> (own: Int64, marker: Int64) {
         let base = bucket * Self.bucketSize
-        var longest: Int64 = 0
+        var own: Int64 = 0
+        var marker: Int64 = 0
         for slot in base..<base + Self.bucketSize {
             let stored = entries[slot]
             let storedFingerprint = stored >> Self.tickBits
-            if storedFingerprint == fingerprint || storedFingerprint == Self.markerFingerprint {
-                longest = max(longest, liveDistance(stored, nowTick: nowTick))
+            if storedFingerprint == fingerprint {
+                own = max(own, liveDistance(stored, nowTick: nowTick))
+            } else if storedFingerprint == Self.markerFingerprint {
+                marker = max(marker, liveDistance(stored, nowTick: nowTick))
             }
         }
-        return longest
+        return (own, marker)
     }
 
     // MARK: Hashing

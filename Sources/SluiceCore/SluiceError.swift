@@ -20,7 +20,8 @@ public struct SluiceError: Error, Hashable, Sendable, CustomStringConvertible {
         /// An option was out of range (an interval ≤ 0, a burst < 0, a budget too small for a
         /// table, a port out of range…).
         public static let invalidOption = Code(name: "invalidOption")
-        /// A table that refuses rather than evicts (idempotency) is full of live records.
+        /// A table that refuses rather than evicts (idempotency) is full of live records, or a
+        /// remembering table's summary of evicted keys overflowed and cannot decide a key.
         public static let tableBusy = Code(name: "tableBusy")
         /// A cancellation scope was used after it was closed, or never existed.
         public static let unknownScope = Code(name: "unknownScope")
@@ -53,6 +54,16 @@ public struct SluiceError: Error, Hashable, Sendable, CustomStringConvertible {
             code: .tableBusy,
             message: "The table is full of live records and refuses new keys until some expire.",
             value: "capacity \(capacity)"
+        )
+    }
+
+    /// A table-busy error for a key that a table's summary of evicted keys cannot decide: only
+    /// an overflow marker answers for it, until `until`.
+    public static func summaryOverflowed(until: Instant) -> SluiceError {
+        SluiceError(
+            code: .tableBusy,
+            message: "The table's summary of evicted keys overflowed and cannot tell whether this key is restricted.",
+            value: "until \(until.nanoseconds) ns"
         )
     }
 

@@ -7,7 +7,7 @@
 /// | choice | a live key is | the cost |
 /// | --- | --- | --- |
 /// | ``forget`` | evicted and forgotten | an evicted key that comes back starts fresh: a throttled or limited key can pass again (counted in `sluice_evictions_total`) |
-/// | ``remember`` | evicted and remembered in a fixed-size summary | a key the table does not hold is decided at least as strictly as the summary says; a few never-seen keys in a million are refused (`sluice_summary_refusals_total`) |
+/// | ``remember`` | evicted and remembered in a fixed-size summary | a key the table does not hold is decided at least as strictly as the summary says; a few never-seen keys in a million are refused (`sluice_summary_refusals_total`), and more, as busy, once the summary overflows (below) |
 /// | ``refuse`` | kept | the new key is refused as busy while the table is full |
 ///
 /// With ``remember`` the table gives seven eighths of its byte budget to the summary
@@ -19,10 +19,13 @@
 /// Size a remembering table for the keys that can be restricted at once: those that arrive
 /// within one window (a throttle's interval, a rate limit's burst window). A summary asked to
 /// remember more than about 96 % of its capacity overflows: each restriction it cannot store
-/// marks one of its buckets, which then refuses every key that maps to it until that
-/// restriction ends (about 2 keys in `bucketCount` per marked bucket). Under a flood larger than
-/// the summary, new keys are refused more and more, never let through; the counters
-/// `summaryOverflows` and `sluice_summary_overflows_total` show it.
+/// marks one of its buckets, which then answers for every key that maps to it until that
+/// restriction ends (about 2 keys in `bucketCount` per marked bucket). A key only a marker
+/// answers for is refused as busy (``SluiceError/Code/tableBusy``: the summary cannot tell it
+/// from the keys it lost there), not limited, and the table keeps no entry for it, so it asks
+/// again next time. Under a flood larger than the summary, new keys are refused as busy more
+/// and more, never let through; the counters `summaryOverflows`,
+/// `sluice_summary_overflows_total` and `sluice_summary_refusals_total` show it.
 public enum WhenTableFull: String, Hashable, Sendable, CaseIterable {
     /// Evict a live key and forget it (the button-tap throttle's choice: a lost tap is harmless,
     /// a refused one is not).

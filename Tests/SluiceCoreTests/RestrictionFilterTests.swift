@@ -301,6 +301,40 @@ import Testing
         #expect(filter.restrictedUntil(hash: random.next(), now: Self.second(62)) == nil)
     }
 
+    /// A lookup tells an answer from the key's own entry from one an overflow marker gives alone:
+    /// without an overflow every remembered key answers by its own entry; past its capacity the
+    /// never-seen keys the filter answers for are answered by markers (own-fingerprint false
+    /// positives are a few in a million), and most remembered keys still by their own entry.
+    @Test func aLookupSaysWhenOnlyAMarkerAnswers() throws {
+        let now = Self.second(1_000)
+        var random = SplitMix64(seed: 0x0C_0FFE)
+
+        var fitting = try RestrictionFilter(bytes: 196_608, horizon: Self.secondTicks)
+        let fittingKeys = Self.fill(&fitting, count: 40_000, random: &random, now: now)
+        #expect(fitting.overflows == 0)
+        for hash in fittingKeys {
+            let found = try #require(fitting.lookup(hash: hash, now: now))
+            #expect(!found.byMarkerOnly && found.until == fitting.restrictedUntil(hash: hash, now: now))
+        }
+
+        var full = try RestrictionFilter(bytes: 196_608, horizon: Self.secondTicks)
+        let keys = Self.fill(&full, count: 60_000, random: &random, now: now)
+        #expect(full.overflows > 0)
+        let ownAnswers = keys.filter { full.lookup(hash: $0, now: now)?.byMarkerOnly == false }.count
+        #expect(ownAnswers >= full.capacity * 3 / 4, "\(ownAnswers) of \(keys.count)")  // markers took some slots
+        var answered = 0
+        var byMarkers = 0
+        for _ in 0..<50_000 {
+            guard let found = full.lookup(hash: random.next(), now: now) else { continue }
+            answered += 1
+            if found.byMarkerOnly { byMarkers += 1 }
+            #expect(found.until > now)
+        }
+        #expect(answered > 0 && byMarkers >= answered - 2, "\(byMarkers) of \(answered) by markers")
+        // Nothing is answered once every restriction has passed.
+        #expect(full.lookup(hash: keys[0], now: now + .seconds(257)) == nil)
+    }
+
     /// Fills `filter` with `count` random keys, all restricted until `now + horizon`; returns
     /// their hashes.
     static func fill(_ filter: inout RestrictionFilter, count: Int, random: inout SplitMix64, now: Instant) -> [UInt64] {
