@@ -54,7 +54,8 @@ public struct KeyTableStats: Hashable, Sendable {
     /// Keys not in the table whose state the table's summary of evicted keys restored (a table
     /// that remembers; see ``WhenTableFull/remember``).
     public var summaryRestored: Int = 0
-    /// Decisions refused for a key whose state the summary restored.
+    /// Decisions refused for a key whose state the summary restored, or refused as busy because
+    /// only an overflow marker of the summary answered for it (see ``WhenTableFull``).
     public var summaryRefusals: Int = 0
     /// How full the summary is, from 0 to 1 (see ``RestrictionFilter/fill``).
     public var summaryFill: Double = 0
@@ -392,18 +393,40 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         now: Instant,
         orInsert fresh: @autoclosure () -> Value
     ) throws(SluiceError) -> Insertion {
-        let (position, entry) = probe(key, hash: hash)
-        if entry >= 0 {
-            entries.withUnsafeMutableBufferPointer { entries in
-                entries[Int(entry)].visited = true
-                if entries[Int(entry)].value.isIdle(at: now) {
-                    entries[Int(entry)].value = fresh()
-                    counters.expired &+= 1
-                }
-            }
-            return Insertion(index: Index(entry), isNew: false, evicted: [])
+        switch find(key, hash: hash, now: now, resettingIdleTo: fresh()) {
+        case .found(let index):
+            return Insertion(index: index, isNew: false, evicted: [])
+        case .absent(let position):
+            return try insertNew(key, hash: hash, position: position, value: fresh(), now: now)
         }
-        return try insertNew(key, hash: hash, position: position, value: fresh(), now: now)
+    }
+
+    /// Where ``find(_:hash:now:resettingIdleTo:)`` found a key.
+    @usableFromInline
+    enum Found {
+        /// The key's entry.
+        case found(Index)
+        /// Not in the table: the index slot where ``insertNew(_:hash:position:value:now:)``
+        /// puts it (valid until the table changes).
+        case absent(position: Int)
+    }
+
+    /// The first half of ``lookup(_:hash:now:orInsert:)``: the entry of `key`, marked visited and
+    /// reset to `fresh()` when idle, or where a new entry for it would go. Changes nothing for
+    /// a key the table does not hold, so that its caller can choose its state (or refuse it)
+    /// before anything is evicted for it.
+    @inlinable
+    mutating func find(_ key: Key, hash: UInt32, now: Instant, resettingIdleTo fresh: @autoclosure () -> Value) -> Found {
+        let (position, entry) = probe(key, hash: hash)
+        guard entry >= 0 else { return .absent(position: position) }
+        entries.withUnsafeMutableBufferPointer { entries in
+            entries[Int(entry)].visited = true
+            if entries[Int(entry)].value.isIdle(at: now) {
+                entries[Int(entry)].value = fresh()
+                counters.expired &+= 1
+            }
+        }
+        return .found(Index(entry))
     }
 
     /// Inserts `value` for a key known to be absent.

@@ -73,8 +73,9 @@ public struct TimedTable<Key: Hashable, State: TimedPolicyState>: SummarizedTabl
     /// Decides what happens to the event `token` for `key` at `now`.
     ///
     /// - Throws: ``SluiceError/Code/tableBusy`` when the table refuses new keys while full of live
-    ///   ones (``WhenTableFull/refuse``), or when the key alone is larger than what the budget
-    ///   leaves.
+    ///   ones (``WhenTableFull/refuse``), when the key alone is larger than what the budget
+    ///   leaves, or, for a table that remembers, when its summary overflowed and cannot decide
+    ///   the key (see ``WhenTableFull``). Nothing is evicted for a key refused so.
     @inlinable
     public mutating func event(_ token: EventToken, key: Key, now: Instant) throws(SluiceError) -> KeyedDecision {
         // Not a call of the hashed variant: left out of line, that call cost a fifth of a
@@ -154,8 +155,9 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     /// Decides whether `quantity` events for `key` at `now` are allowed, consuming them if so.
     ///
     /// - Throws: ``SluiceError/Code/tableBusy`` when the table refuses new keys while full of live
-    ///   ones (``WhenTableFull/refuse``), or when the key alone is larger than what the budget
-    ///   leaves.
+    ///   ones (``WhenTableFull/refuse``), when the key alone is larger than what the budget
+    ///   leaves, or, for a table that remembers, when its summary overflowed and cannot decide
+    ///   the key (see ``WhenTableFull``). Nothing is evicted for a key refused so.
     @inlinable
     public mutating func check(key: Key, now: Instant, quantity: Int = 1) throws(SluiceError) -> RateLimitDecision {
         // Not a call of the hashed variant, as in ``TimedTable/event(_:key:now:)``.
@@ -186,6 +188,8 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
 
     /// ``check(key:now:quantity:)`` for one event when only the verdict matters (see
     /// ``RateLimitState/admit(now:options:)``).
+    ///
+    /// - Throws: ``SluiceError/Code/tableBusy`` as ``check(key:now:quantity:)`` does.
     @inlinable
     public mutating func admit(key: Key, now: Instant) throws(SluiceError) -> Duration? {
         let now = summary.monotonic(now)
@@ -255,27 +259,37 @@ extension SummarizedTable where State: RestrictingState {
     /// The entry of `key`, made with `fresh` when absent, or with the state the summary restores
     /// for it (then `restored`); the live keys evicted for room are remembered.
     ///
+    /// The summary is asked before anything is evicted for the key, so a key it refuses leaves
+    /// the table as it was (no entry evicted, no held event lost).
+    ///
     /// - Throws: ``SluiceError/Code/tableBusy`` as the table's lookup does, and for a key the
     ///   summary can neither clear nor restrict (only an overflow marker answers for it, see
-    ///   ``EvictionSummary/Recall/undecidable(until:)``). Such a key is not kept, so that it
+    ///   ``EvictionSummary/Recall/undecidable(until:)``). Such a key gets no entry, so that it
     ///   asks the summary again next time.
     @inlinable
     mutating func entry(
         _ key: Key, hash: UInt32, now: Instant, fresh: @autoclosure () -> State
     ) throws(SluiceError) -> (slot: KeyTable<Key, State>.Insertion, restored: Bool) {
-        let slot = try table.lookup(key, hash: hash, now: now, orInsert: fresh())
-        guard slot.isNew else { return (slot, false) }
-        if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
+        let position: Int
+        switch table.find(key, hash: hash, now: now, resettingIdleTo: fresh()) {
+        case .found(let index):
+            return (KeyTable<Key, State>.Insertion(index: index, isNew: false, evicted: []), false)
+        case .absent(let at):
+            position = at
+        }
+        let state: State
+        let restored: Bool
         switch summary.recall(key, now: now) as EvictionSummary.Recall<State> {
         case .nothing:
-            return (slot, false)
-        case .restricted(let state):
-            table[slot.index] = state
-            return (slot, true)
+            (state, restored) = (fresh(), false)
+        case .restricted(let remembered):
+            (state, restored) = (remembered, true)
         case .undecidable(let until):
-            table.remove(at: slot.index)
             throw .summaryOverflowed(until: until)
         }
+        let slot = try table.insertNew(key, hash: hash, position: position, value: state, now: now)
+        if !slot.evicted.isEmpty { summary.remember(slot.evicted, now: now) }
+        return (slot, restored)
     }
 }
 

@@ -163,6 +163,44 @@ extension RememberingTablePropertyTests {
         #expect(table.stats.summaryRefusals - refusalsBefore >= busy)
         let victim = try? table.check(key: "victim", now: now)
         #expect(victim?.allowed != true)
+        // Once every restriction has passed, the summary answers for no key: new keys pass.
+        let later = now + .seconds(61)
+        for n in 0..<100 { #expect(try table.check(key: "never-seen:\(n)", now: later).allowed) }
+    }
+
+    /// A key the overflowed summary cannot decide is refused before anything is evicted for it:
+    /// the table holds the same keys afterwards, and no held event of another key is dropped.
+    @Test func aBusyKeyEvictsNothing() async throws {
+        let options = try ThrottleOptions(interval: .seconds(60), trailing: true, whenFull: .remember)
+        var table = try ThrottleTable<String>(options: options, budget: .bytes(8 << 10))
+        let now = Instant.zero
+        // Each key runs once and holds a second event: every entry holds one.
+        var dropped: Set<EventToken> = []
+        var token: UInt64 = 0
+        for n in 0..<(table.summary.filter.capacity * 4) {
+            for _ in 0..<2 {
+                token += 1
+                if let decided = try? table.event(EventToken(token), key: "held:\(n)", now: now) {
+                    dropped.formUnion(decided.evictedPending)
+                }
+            }
+            if n % 1_000 == 999 { await Task.yield() }  // long and synchronous: let other tests run
+        }
+        #expect(table.stats.summaryOverflows > 0)
+        var busy = 0
+        for n in 0..<500 {
+            let keys = table.table.keys
+            let pending = table.table.keys.compactMap { table.state(of: $0)?.pending }
+            token += 1
+            do {
+                dropped.formUnion(try table.event(EventToken(token), key: "never-seen:\(n)", now: now).evictedPending)
+            } catch {
+                busy += 1
+                #expect(table.table.keys == keys)
+                #expect(table.table.keys.compactMap { table.state(of: $0)?.pending } == pending)
+            }
+        }
+        #expect(busy > 0)
     }
 
     /// A long key evicts several live short keys at once: each is remembered.
