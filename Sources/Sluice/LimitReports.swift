@@ -26,10 +26,6 @@ struct LimitReports: Sendable {
         self.source = source
     }
 
-    /// Whether there is no report.
-    @inlinable
-    var isEmpty: Bool { source == nil }
-
     /// The reports, in stage order.
     @inlinable
     var reports: [RateStageReport] { source?.reports ?? [] }

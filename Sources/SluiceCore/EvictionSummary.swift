@@ -93,11 +93,14 @@ public struct EvictionSummary: Sendable {
         }
     }
 
-    /// The state to give a key that the table did not hold: one at least as strict as its
-    /// remembered restriction, or `nil` when the summary remembers none.
-    public mutating func restore<Key: Hashable, State: RestrictingState>(_ key: Key, now: Instant) -> State? {
-        guard isRemembering, let until = filter.restrictedUntil(hash: Self.hash(key), now: now) else { return nil }
-        restored &+= 1
+    /// The state the summary gives a key that the table does not hold, one at least as strict as
+    /// its remembered restriction, or `nil` when it remembers none; for a key only an overflow
+    /// marker answers for (which a decision refuses as busy, see ``recall(_:now:)``), a state
+    /// restricted as long as the marker. Counts nothing: what a peek reports.
+    public func restoredState<Key: Hashable, State: RestrictingState>(of key: Key, now: Instant) -> State? {
+        guard isRemembering,
+            let until = filter.restrictedUntil(hash: Self.hash(key), now: Swift.max(now, latestNow))
+        else { return nil }
         return State(restrictedUntil: until)
     }
 
@@ -113,7 +116,8 @@ public struct EvictionSummary: Sendable {
         case undecidable(until: Instant)
     }
 
-    /// ``restore(_:now:)`` for a decision: an answer given by an overflow marker alone is
+    /// What the summary says about `key` for a decision, counted: a remembered restriction is
+    /// restored (``restored``), and an answer given by an overflow marker alone is
     /// ``Recall/undecidable(until:)`` and counted as a refusal, not a restriction of the key.
     public mutating func recall<Key: Hashable, State: RestrictingState>(_ key: Key, now: Instant) -> Recall<State> {
         guard isRemembering, let found = filter.lookup(hash: Self.hash(key), now: now) else { return .nothing }

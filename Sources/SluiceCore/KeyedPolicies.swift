@@ -203,8 +203,7 @@ public struct RateLimitTable<Key: Hashable>: SummarizedTable {
     /// else the one the summary would restore, else a fresh one.
     public func peekState(of key: Key, now: Instant) -> RateLimitState {
         if let index = table.index(of: key) { return table[index] }
-        var summary = self.summary
-        return summary.restore(key, now: summary.monotonic(now)) ?? RateLimitState()
+        return summary.restoredState(of: key, now: now) ?? RateLimitState()
     }
 
     /// Gives back `quantity` events a check of `key` allowed and that were then not used (see
