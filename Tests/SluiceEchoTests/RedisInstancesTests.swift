@@ -38,9 +38,9 @@ struct RedisInstancesTests {
         /// sanitizer).
         func client(timeoutSeconds: Int = 5) throws -> LineClient { try LineClient(port: port, timeoutSeconds: timeoutSeconds) }
 
-        /// Sends one request and reads its reply.
-        func send(_ line: String) async throws -> String {
-            let client = try client()
+        /// Sends one request and reads its reply, waiting at most `timeoutSeconds` for it.
+        func send(_ line: String, timeoutSeconds: Int = 5) async throws -> String {
+            let client = try client(timeoutSeconds: timeoutSeconds)
             try client.send("r \(line)\n")
             return try await client.readLine()
         }
@@ -210,7 +210,8 @@ struct RedisInstancesTests {
         let first = try await client.readLine()
         #expect(first.hasPrefix("1 OK charge="), "\(first)")
         try await pollUntil { try await redis.command(["ZCARD", "sluice:{acct}:pay/pay-concurrency:c"]) == "0" }
-        let second = try await b.send("PAY acct k3 10")
+        // It runs, so it too takes the 5 s of --pay-latency-ms.
+        let second = try await b.send("PAY acct k3 10", timeoutSeconds: 30)
         #expect(second.hasPrefix("r OK charge=") && !second.hasSuffix("replayed=true"), "\(second)")
         let refused = try await a.send("PAY acct k4 10")
         #expect(refused.hasPrefix("r LIMITED policy=pay-rate retry-after-ms="), "\(refused)")
