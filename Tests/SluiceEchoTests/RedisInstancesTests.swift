@@ -127,12 +127,14 @@ struct RedisInstancesTests {
     @Test func aPaymentSlowerThanItsLeaseIsChargedOnceAcrossInstances() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
-        let options = ["--pay-latency-ms", "1500", "--pay-lease-ms", "300", "--pay-concurrent", "reject"]
+        // A lease of 600 ms, renewed every 200 ms: a stall of a sanitized instance on a busy
+        // machine must be longer than 400 ms to lose it (the commit guard would then refuse).
+        let options = ["--pay-latency-ms", "3000", "--pay-lease-ms", "600", "--pay-concurrent", "reject"]
         let a = try await Instance(redis: redis, options)
         defer { a.stop() }
         let b = try await Instance(redis: redis, options)
         defer { b.stop() }
-        let owner = try a.client()
+        let owner = try a.client(timeoutSeconds: 30)
         try owner.send("1 PAY acct slow 42\n")
         let ownerReply = Task { try await owner.readLine() }
         try await pollUntil { try await redis.command(["EXISTS", "sluice:{pay:4:acctslow}:r"]) == "1" }
