@@ -187,12 +187,18 @@ extension PluginLane {
     func runInPlace(
         _ request: GateRequest<Plugin>, rateLimit decision: RateLimitDecision?, limits pass: LimitPass, shard: GateShard
     ) -> GateOutcome<Output>? {
-        let context = EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index, execution: nil)
         // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap.
         let start = SluiceLoop.monotonicNow().nanoseconds
         let result: Result<Output, any Error>
         do {
-            guard let output = try handle.plugin.runImmediately(request.input, context: context) else { return nil }
+            // The context is a temporary of the call: the references it copies (key, effect ID,
+            // shard) are not held across the clock reads around it, so an effect that does not
+            // keep it costs no retain and release of them.
+            guard
+                let output = try handle.plugin.runImmediately(
+                    request.input,
+                    context: EffectContext(key: request.key, effectID: request.effectID, shard: shard, lane: index, execution: nil))
+            else { return nil }
             result = .success(output)
         } catch {
             result = .failure(error)

@@ -63,9 +63,7 @@ extension PluginLane {
         // per stage), and an admitted request's reports are built from them only when read: an
         // admitted request run in place whose outcome is dropped allocates nothing for them.
         stageKeyBuffer.withUnsafeMutableBufferPointer { keys in
-            stageKeys.withUnsafeBufferPointer { functions in
-                for stage in functions.indices { keys[stage] = functions[stage](input) }
-            }
+            for stage in keys.indices { keys[stage] = limitStages[stage].key(input) }
         }
         let cost = handle.plugin.cost(for: input)
         let decision = decisionToWrite()

@@ -14,13 +14,13 @@ extension PluginLane {
     /// The stages of the limit chain for `input`, as the store takes them.
     func chainStages(for input: Plugin.Input, binding: SharedLaneState<Output>) -> [StoreStage] {
         let plugin = handle.plugin.name
-        return zip(limits.stages, stageKeys).map { stage, key in
+        return zip(limits.stages, limitStages).map { stage, keyed in
             let limit: StoreStage.Limit =
                 switch stage.limit {
                 case .rate(let options): .rate(options)
                 case .concurrency(let slots): .concurrency(limit: slots, lease: binding.slotLease)
                 }
-            return StoreStage(scope: "\(plugin)/\(stage.name)", key: key(input), limit: limit, shadow: stage.shadow)
+            return StoreStage(scope: "\(plugin)/\(stage.name)", key: keyed.key(input), limit: limit, shadow: stage.shadow)
         }
     }
 

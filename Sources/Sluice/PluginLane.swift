@@ -183,8 +183,11 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     /// The plugin's limits (``GatePlugin/limits``), decided after its policy, shared by the
     /// plugin's lanes in every shard; empty without.
     @usableFromInline let limits: PluginLimits
-    /// The key function of each stage of `chain`.
-    @usableFromInline let stageKeys: [@Sendable (Plugin.Input) -> String]
+    /// The plugin's stages, whose key functions give each stage's key (``LimitStage/key``).
+    /// Kept as the stages rather than an array of their functions: a function read out of a
+    /// generic array is called through a reabstraction thunk, whose context is retained and
+    /// released around every call.
+    @usableFromInline let limitStages: [LimitStage<Plugin.Input>]
     /// `sluice_shadow_refusals_total{plugin, stage}` of each stage of `chain`: what a stage in
     /// shadow mode would have refused.
     @usableFromInline let shadowRefusals: [Counter]
@@ -223,7 +226,7 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
         self.limits = limits
         chainDecision = ChainDecision(stages: limits.stages)
         let stages = handle.plugin.limits
-        stageKeys = stages.map(\.key)
+        limitStages = stages
         stageKeyBuffer = Array(repeating: "", count: stages.count)
         shadowCounts = Array(repeating: 0, count: stages.count)
         shadowRefusals = stages.map {
