@@ -50,9 +50,11 @@ struct LoadRunnerTests {
     @Test("a lost reply fails 'exactly one reply' after the drain timeout")
     func lostReply() async throws {
         let server = FakeProtocolServer(fault: .dropReply(50))
+        // The drain timeout is waited out in full (a reply is lost): 2 s, so that the replies
+        // still in flight when sending stops arrive within it however busy the machine is.
         try await withFakeServer(server) { port in
             let configuration = try Self.configuration(
-                port: port, drainTimeout: "300ms", ["--connections", "2", "--depth", "2", "--requests", "200", "--mix", "echo=1"])
+                port: port, drainTimeout: "2s", ["--connections", "2", "--depth", "2", "--requests", "200", "--mix", "echo=1"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.outcome.missingReplies == 1)
@@ -127,14 +129,14 @@ struct LoadRunnerTests {
         }
         try await withFakeServer(nil) { port in
             let configuration = try Self.configuration(
-                port: port, drainTimeout: "300ms", ["--mix", "echo=1", "--connections", "1", "--requests", "10"])
+                port: port, drainTimeout: "2s", ["--mix", "echo=1", "--connections", "1", "--requests", "10"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.outcome.unexpectedReplies == 10)
         }
         try await withFakeServer(nil, corruptRaw: true) { port in
             let configuration = try Self.configuration(
-                port: port, drainTimeout: "300ms", ["--verbatim-echo", "--connections", "1", "--requests", "10"])
+                port: port, drainTimeout: "2s", ["--verbatim-echo", "--connections", "1", "--requests", "10"])
             let result = try await LoadRunner.run(configuration)
             #expect(!result.passed)
             #expect(result.stats.count(.echo, .ok) == 0)
