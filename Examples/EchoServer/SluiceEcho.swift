@@ -139,7 +139,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("tap-table-mib"), help: "TAP: memory budget of the throttle table, in MiB (with its summary of evicted keys, when it remembers them).")
     var tapTableMebibytes = 64
 
-    @Option(name: .customLong("tap-when-full"), help: "TAP: when the throttle table is full of live keys, evict one and forget it (a throttled key may tap again), evict one and remember it in a summary (a few never-seen keys in a million are throttled; past what the summary holds, new keys it cannot decide get ERR busy), or refuse the new key (ERR busy): forget, remember or refuse.")
+    @Option(name: .customLong("tap-when-full"), help: "TAP: when the throttle table is full of live keys, evict one and forget it (a throttled key may tap again), evict one and remember it in a summary (a few never-seen keys in a million are throttled; past what the summary holds, new keys it cannot decide get ERR busy), or refuse the new key (ERR busy): forget, remember or refuse. With --redis the state is in Redis, and this applies only to the instance's own table under --redis-failure local.")
     var tapWhenFull: WhenTableFull = .forget
 
     @Option(name: .customLong("tap-tally-mib"), help: "TAP: memory budget of the per-key tap counts, in MiB (when full, a key not counted lately restarts from zero).")
@@ -154,7 +154,7 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("limit-table-mib"), help: "LIMIT: memory budget of the GCRA table, in MiB (with its summary of evicted keys, when it remembers them).")
     var limitTableMebibytes = 64
 
-    @Option(name: .customLong("limit-when-full"), help: "LIMIT: when the GCRA table is full of live keys, evict one and forget it (a limited key starts again with its full burst), evict one and remember it in a summary (a few never-seen keys in a million are limited; past what the summary holds, new keys it cannot decide get ERR busy), or refuse the new key (ERR busy): forget, remember or refuse.")
+    @Option(name: .customLong("limit-when-full"), help: "LIMIT: when the GCRA table is full of live keys, evict one and forget it (a limited key starts again with its full burst), evict one and remember it in a summary (a few never-seen keys in a million are limited; past what the summary holds, new keys it cannot decide get ERR busy), or refuse the new key (ERR busy): forget, remember or refuse. With --redis the state is in Redis, and this applies only to the instance's own table under --redis-failure local.")
     var limitWhenFull: WhenTableFull = .remember
 
     @Option(name: .customLong("page-table-mib"), help: "PAGE: memory budget of the loads in flight and their waiters, in MiB.")
