@@ -16,11 +16,13 @@ import Glibc
     }
 
     @Test func aSecondServerOnATakenPortExitsWithAClearMessage() async throws {
-        let line = try #require(freeLoopbackPort())
-        let http = try #require(freeLoopbackPort())
-        let first = try Self.start(["--port", String(line), "--http-port", String(http)])
+        // `--http-port 0` turns HTTP off: the HTTP port is one probed free. The log says where
+        // the first listens, or (when it cannot) why it stopped.
+        let first = try Self.start(["--port", "0", "--http-port", String(try #require(freeLoopbackPort()))])
         defer { first.stop() }
-        try await pollUntil { (try? LineClient(port: line)) != nil && (try? LineClient(port: http)) != nil }
+        let firstOutput = try #require(first.errorOutput)
+        let line = try await firstOutput.waitForPort(listening: "[SluiceLineProtocol] listening")
+        let http = try await firstOutput.waitForPort(listening: "listening (HTTP)")
         for (taken, arguments) in [
             (line, ["--port", String(line), "--http-port", "0"]),
             (http, ["--port", "0", "--http-port", String(http)]),
@@ -39,10 +41,9 @@ import Glibc
     }
 
     @Test func bothServersWithReusePortShareThePort() async throws {
-        let line = try #require(freeLoopbackPort())
-        let first = try Self.start(["--port", String(line), "--http-port", "0", "--reuse-port"])
+        let first = try Self.start(["--port", "0", "--http-port", "0", "--reuse-port"])
         defer { first.stop() }
-        try await pollUntil { (try? LineClient(port: line)) != nil }
+        let line = try await #require(first.errorOutput).waitForPort(listening: "[SluiceLineProtocol] listening")
         let second = try Self.start(["--port", String(line), "--http-port", "0", "--reuse-port"])
         defer { second.stop() }
         // It binds (no error) and keeps running, and connections are served.

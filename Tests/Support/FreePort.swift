@@ -4,16 +4,46 @@ import Glibc
 import Darwin
 #endif
 
-/// A TCP port on loopback that nothing listens on now (the kernel's pick for port 0), for a
-/// server process whose option treats 0 as "off". Another process could take it before the
-/// server binds it; on loopback in a test run that is rare, and the server then fails loudly.
+/// A TCP port on loopback that nothing is bound to now, for a server process whose option treats
+/// 0 as "off".
+///
+/// It is picked below the kernel's ephemeral range (`ip_local_port_range`), where neither a
+/// client's connection nor a bind to port 0 elsewhere in the test run can take it before the
+/// server binds it; only another explicit bind to the same port could, and the server then fails
+/// loudly. When no such port binds, the kernel's pick for port 0.
 public func freeLoopbackPort() -> Int? {
+    let ephemeralStart = lowestEphemeralPort()
+    let candidates = max(1024, ephemeralStart - 10_000)..<ephemeralStart
+    if !candidates.isEmpty {
+        for _ in 0..<64 {
+            if let port = bindLoopback(port: Int.random(in: candidates)) { return port }
+        }
+    }
+    return bindLoopback(port: 0)
+}
+
+/// The first port of the kernel's ephemeral range, or 32768 (Linux's default) when unknown.
+private func lowestEphemeralPort() -> Int {
+    guard let file = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") else { return 32768 }
+    defer { fclose(file) }
+    var low: Int32 = 0
+    var high: Int32 = 0
+    return withUnsafeMutablePointer(to: &low) { lowPointer in
+        withUnsafeMutablePointer(to: &high) { highPointer in
+            withVaList([lowPointer, highPointer]) { vfscanf(file, "%d %d", $0) }
+        }
+    } == 2 ? Int(low) : 32768
+}
+
+/// Binds a socket to `port` on 127.0.0.1 (0: the kernel picks), closes it, and returns the port
+/// it was bound to; nil when it does not bind.
+private func bindLoopback(port: Int) -> Int? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
+    address.sin_port = UInt16(port).bigEndian
     inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
