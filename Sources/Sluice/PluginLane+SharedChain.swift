@@ -14,7 +14,8 @@ extension PluginLane {
     /// The stages of the limit chain for `input`, as the store takes them.
     func chainStages(for input: Plugin.Input, binding: SharedLaneState<Output>) -> [StoreStage] {
         let plugin = handle.plugin.name
-        return zip(limits.stages, limitStages).map { stage, keyed in
+        return limitStages.map { keyed in
+            let stage = keyed.stage
             let limit: StoreStage.Limit =
                 switch stage.limit {
                 case .rate(let options): .rate(options)
