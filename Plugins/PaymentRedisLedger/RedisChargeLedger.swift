@@ -31,14 +31,17 @@ public final class RedisChargeLedger: ChargeLedger {
     private let retentionMilliseconds: Int64
 
     /// A ledger on `endpoint`, with a connection on each loop of `group`, keeping each charge
-    /// `retention`; call ``start()``.
-    public init(endpoint: RedisEndpoint, group: SluiceLoopGroup, retention: Duration, logger: Logger = Logger(label: "sluice.ledger")) {
+    /// `retention`; a call it does not answer within `timeout` is `unavailable`. Call ``start()``.
+    public init(
+        endpoint: RedisEndpoint, group: SluiceLoopGroup, retention: Duration, timeout: Duration = .seconds(1),
+        logger: Logger = Logger(label: "sluice.ledger")
+    ) {
         self.endpoint = endpoint
         self.retentionMilliseconds = max(1, retention.nanosecondsClamped / 1_000_000)
         var connections: [ObjectIdentifier: RedisConnection] = [:]
         for loop in group.loops {
             connections[ObjectIdentifier(loop)] = RedisConnection(
-                endpoint: endpoint, loop: loop, timeout: .seconds(1), logger: logger)
+                endpoint: endpoint, loop: loop, timeout: timeout, logger: logger)
         }
         self.connections = connections
     }
