@@ -32,11 +32,12 @@ struct ExactlyOnceFaultTests {
     }
 
     /// Sends `PAY` for `pair` on `instance` until a charge comes back (an `ERR` is retried after
-    /// 50 ms; a connection that fails is made again), for at most `seconds`.
+    /// 50 ms; a connection that fails is made again), for at most `seconds` (times
+    /// ``deadlineScale``).
     static func payUntilCharged(
         _ instance: Instance, account: String, idem: String, amount: Int = 10, tally: Tally, seconds: Double = 30
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
+        let deadline = ContinuousClock.now + .seconds(seconds * Double(deadlineScale))
         while ContinuousClock.now < deadline {
             if let reply = try? await instance.send("PAY \(account) \(idem) \(amount)") {
                 tally.add("\(account)/\(idem)", reply)

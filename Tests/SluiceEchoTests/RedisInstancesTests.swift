@@ -309,7 +309,7 @@ struct RedisInstancesTests {
     @Test func localFailureModeRunsPaymentsWithALocalGuarantee() async throws {
         let redis = try await RedisServerProcess.start()
         defer { redis.stop() }
-        let a = try await Instance(redis: redis, ["--redis-failure", "local", "--redis-timeout-ms", "100"])
+        let a = try await Instance(redis: redis, ["--redis-failure", "local", "--redis-timeout-ms", "1000"])
         defer { a.stop() }
         #expect(try await a.send("PAY acct before 5").hasPrefix("r OK charge="))
         redis.kill()

@@ -7,6 +7,7 @@ import Sluice
 import SluiceHummingbird
 import SluiceLibevent
 import SluicePluginTesting
+import SluiceTestSupport
 import Synchronization
 import Testing
 
@@ -115,9 +116,10 @@ final class Latch: Sendable {
     }
 }
 
-/// Waits until `condition` holds, yielding between checks; fails after 10 seconds.
+/// Waits until `condition` holds, yielding between checks; fails after 10 seconds (times
+/// ``deadlineScale``).
 func eventually(_ what: String, _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + .seconds(10 * deadlineScale)
     while !(await condition()) {
         guard ContinuousClock.now < deadline else {
             Issue.record("timed out waiting until \(what)")

@@ -134,8 +134,9 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
         let loop = try SluiceLoop(name: "cancel")
         defer { loop.shutdownGracefully() }
         let fired = Atomic<Int>(0)
-        // Cancelled from another thread, right away.
-        let early = loop.schedule(after: .milliseconds(5)) { fired.add(1, ordering: .relaxed) }
+        // Cancelled from another thread, right away: its deadline is far enough that this thread,
+        // preempted on a loaded machine, still cancels it before it is due.
+        let early = loop.schedule(after: .milliseconds(500)) { fired.add(1, ordering: .relaxed) }
         early.cancel()
         // Cancelled on the loop, before its deadline.
         await onLoop(loop) {
@@ -144,7 +145,7 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
         }
         // A later timer that is not cancelled proves time passed beyond both deadlines.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.schedule(after: .milliseconds(40)) { continuation.resume() }
+            loop.schedule(after: .milliseconds(600)) { continuation.resume() }
         }
         #expect(early.isCancelled)
         #expect(fired.load(ordering: .relaxed) == 0)

@@ -8,16 +8,13 @@ import Testing
 private final class TurnLog: Sendable {
     /// Turns the busy connections have taken.
     let busyTurns = Atomic<Int>(0)
-    /// `busyTurns` just before the light client sent its latest ping.
-    let turnsBeforePing = Atomic<Int>(0)
-    /// For each ping, how many busy turns ran between its sending and its handling.
-    let gaps = Mutex<[Int]>([])
+    /// For each ping, `busyTurns` when it was handled.
+    let handledAfterTurns = Mutex<[Int]>([])
 }
 
 /// A connection whose first byte is `B` is busy for ever: each call works for 200 µs, consumes
 /// nothing and yields its turn (a connection with more work than any turn). One whose first
-/// byte is `L` is light: each call notes how many busy turns ran since its ping was sent and
-/// answers `ok`.
+/// byte is `L` is light: each call notes how many busy turns have run and answers `ok`.
 private final class TurnHandler: TCPConnectionHandler {
     private let log: TurnLog
     private var busy: Bool?
@@ -36,8 +33,8 @@ private final class TurnHandler: TCPConnectionHandler {
             connection.yieldTurn()
             return 0
         }
-        let gap = log.busyTurns.load(ordering: .sequentiallyConsistent) - log.turnsBeforePing.load(ordering: .sequentiallyConsistent)
-        log.gaps.withSanitizedLock { $0.append(gap) }
+        let turns = log.busyTurns.load(ordering: .sequentiallyConsistent)
+        log.handledAfterTurns.withSanitizedLock { $0.append(turns) }
         _ = Array("ok\n".utf8).withUnsafeBytes { connection.write($0) }
         return bytes.count
     }
@@ -70,13 +67,17 @@ private final class TurnHandler: TCPConnectionHandler {
         // Every busy connection has had a turn or two: they all cycle through the loop's queue,
         // and keep doing so until the server shuts down.
         try await pollUntil(seconds: 20) { log.busyTurns.load(ordering: .relaxed) >= 2 * busyCount }
+        // Turns are counted from after the ping is sent: a test thread preempted between reading
+        // the count and sending would otherwise count the busy turns of its own delay.
+        var sentAfterTurns: [Int] = []
         for ping in 0..<5 {
-            log.turnsBeforePing.store(log.busyTurns.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
             try light.send(ping == 0 ? "Lp" : "p")
+            sentAfterTurns.append(log.busyTurns.load(ordering: .sequentiallyConsistent))
             #expect(try await light.readLine() == "ok")
         }
-        let gaps = log.gaps.withSanitizedLock { $0 }
-        #expect(gaps.count == 5)
+        let handled = log.handledAfterTurns.withSanitizedLock { $0 }
+        #expect(handled.count == 5)
+        let gaps = zip(handled, sentAfterTurns).map { $0 - $1 }
         // A slice of 1 ms holds about 5 busy turns; the pass under way when the ping arrives
         // may have just begun, and the connections the last pass resumed take one turn each.
         #expect(gaps.allSatisfy { $0 <= 30 }, "busy turns between a ping and its handling: \(gaps)")

@@ -180,12 +180,13 @@ struct RedisConnectionTests {
     @Test func aSlowServerTimesACallOutOnceAndLaterCallsWork() async throws {
         let server = try await RedisServerProcess.start()
         defer { server.stop() }
-        try await withConnection(to: server, timeout: .milliseconds(100)) { connection, log in
+        try await withConnection(to: server, timeout: .seconds(1)) { connection, log in
+            #expect(connection.stallLimit == .seconds(5))
             _ = try await server.command(["SET", "k", "v"])
             // The server is stopped (SIGSTOP) until the call has timed out: the stall lasts as
             // long as the test needs, however slow the machine. It must stay under the stall
-            // limit (1 s), or the connection is dropped: resumed as soon as the 100 ms timeout is
-            // seen, it stays stopped for a few milliseconds past it, under a sanitizer too.
+            // limit (5 s), or the connection is dropped: resumed as soon as the 1 s timeout is
+            // seen, it has 4 s of margin for this task to run again, under a sanitizer too.
             server.pause()
             let outcomes = Mutex<[Result<RedisReply, RedisCallError>]>([])
             await connection.loop.submit {
