@@ -69,8 +69,15 @@ public struct EvictionSummary: Sendable {
     /// (which requires one) never drops a restriction that ends between the two readings.
     @inlinable
     public mutating func monotonic(_ now: Instant) -> Instant {
-        if now > latestNow { latestNow = now }
+        latestNow = clamped(now)
         return latestNow
+    }
+
+    /// What ``monotonic(_:)`` returns for `now`, without recording it (for a read that changes
+    /// nothing).
+    @inlinable
+    public func clamped(_ now: Instant) -> Instant {
+        Swift.max(now, latestNow)
     }
 
     /// Whether the summary remembers evicted keys.
@@ -99,7 +106,7 @@ public struct EvictionSummary: Sendable {
     /// restricted as long as the marker. Counts nothing: what a peek reports.
     public func restoredState<Key: Hashable, State: RestrictingState>(of key: Key, now: Instant) -> State? {
         guard isRemembering,
-            let until = filter.restrictedUntil(hash: Self.hash(key), now: Swift.max(now, latestNow))
+            let until = filter.restrictedUntil(hash: Self.hash(key), now: clamped(now))
         else { return nil }
         return State(restrictedUntil: until)
     }
