@@ -160,13 +160,7 @@ extension PluginLane {
             stages: stages, admission: admission, owner: owner, cost: cost, store: binding.store, loop: shard.loop,
             clock: shard.clock, slotsLost: binding.slotsLost)
         hold.startRenewing()
-        var reports: [RateStageReport] = []
-        for (index, stage) in limits.stages.enumerated() {
-            guard case .rate(let options) = stage.limit, case .stage(.rate(let decision)) = admission.verdicts[index + firstChainStage]
-            else { continue }
-            reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
-        }
-        return LimitPass(stored: hold, reports: reports)
+        return LimitPass(stored: hold, reports: storeRateReports(admission, upTo: limits.stages.count, firstChainStage: firstChainStage))
     }
 
     /// The refusal of chain stage `refusing`, reporting every rate stage up to it as it is after
@@ -175,14 +169,26 @@ extension PluginLane {
         _ admission: StoreAdmission, refusing: Int, firstChainStage: Int, cost: Int
     ) -> GateOutcome<Output> {
         guard case .stage(let verdict) = admission.verdicts[refusing + firstChainStage] else { return .busy }
-        var reports: [RateStageReport] = []
-        for (index, stage) in limits.stages.enumerated().prefix(refusing + 1) {
-            guard case .rate(let options) = stage.limit, case .stage(.rate(var decision)) = admission.verdicts[index + firstChainStage]
-            else { continue }
-            if index < refusing, decision.allowed { decision = Self.unspent(decision, cost: cost, options: options) }
-            reports.append(RateStageReport(stage: stage.name, options: options, decision: decision))
+        let reports = storeRateReports(admission, upTo: refusing + 1, firstChainStage: firstChainStage) { index, decision, options in
+            index < refusing && decision.allowed ? Self.unspent(decision, cost: cost, options: options) : decision
         }
         return .limited(LimitRefusal(stage: limits.stages[refusing].name, verdict: verdict, reports: reports))
+    }
+
+    /// The reports of the rate stages among the chain's first `count` stages, read from the
+    /// store's answer; `adjusted` gives the decision to report for a stage (its index, its
+    /// decision as the store answered it, its options).
+    func storeRateReports(
+        _ admission: StoreAdmission, upTo count: Int, firstChainStage: Int,
+        adjusted: (Int, RateLimitDecision, RateLimitOptions) -> RateLimitDecision = { _, decision, _ in decision }
+    ) -> [RateStageReport] {
+        var reports: [RateStageReport] = []
+        for (index, stage) in limits.stages.enumerated().prefix(count) {
+            guard case .rate(let options) = stage.limit, case .stage(.rate(let decision)) = admission.verdicts[index + firstChainStage]
+            else { continue }
+            reports.append(RateStageReport(stage: stage.name, options: options, decision: adjusted(index, decision, options)))
+        }
+        return reports
     }
 
     /// A GCRA decision that spent `cost`, as it reads once `cost` is given back.
