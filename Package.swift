@@ -345,6 +345,7 @@ let package = Package(
                 "SluiceLibevent",
                 "SluiceLineProtocol",
                 "SluiceCore",
+                "SluiceTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]

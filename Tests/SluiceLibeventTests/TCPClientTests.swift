@@ -134,11 +134,11 @@ private func withScriptedServer(_ body: (Int, SluiceLoopGroup) async throws -> V
     @Test func refusedAndInvalidAddressesThrow() async throws {
         let group = try SluiceLoopGroup(loopCount: 1)
         defer { group.shutdownGracefully() }
-        // A port nothing listens on: bind a server, note its port, close it.
-        var closedPort = 0
-        try await withScriptedServer { port, _ in closedPort = port }
-        await #expect(throws: SluiceError.self) {
-            _ = try await TCPClient.connect(host: "127.0.0.1", port: closedPort, on: group.loops[0]) { _ in CollectingHandler() }
+        // A port nothing listens on.
+        try await withRefusingLoopbackPort { closedPort in
+            await #expect(throws: SluiceError.self) {
+                _ = try await TCPClient.connect(host: "127.0.0.1", port: closedPort, on: group.loops[0]) { _ in CollectingHandler() }
+            }
         }
         await #expect(throws: SluiceError.self) {
             _ = try await TCPClient.connect(host: "not-an-ip", port: 7070, on: group.loops[0]) { _ in CollectingHandler() }

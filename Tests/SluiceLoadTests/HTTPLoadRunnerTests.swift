@@ -1,5 +1,6 @@
 import ArgumentParser
 import SluiceLoadCore
+import SluiceTestSupport
 import Testing
 
 @Suite("sluice-load --http against an in-test HTTP server", .serialized)
@@ -134,9 +135,9 @@ struct HTTPLoadRunnerTests {
 
     @Test("nothing listening: the run fails with an error, not a hang")
     func refused() async throws {
-        var freePort = 0
-        try await withFakeHTTPServer(.none) { port in freePort = port }
-        await #expect(throws: LoadError.self) { try await Self.run(port: freePort, ["--requests", "10"]) }
+        try await withRefusingLoopbackPort { port in
+            await #expect(throws: LoadError.self) { try await Self.run(port: port, ["--requests", "10"]) }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import SluiceLoadCore
+import SluiceTestSupport
 import Testing
 
 @Suite("sluice-load against an in-test server", .serialized)
@@ -158,11 +159,10 @@ struct LoadRunnerTests {
 
     @Test("nothing listening: the run fails with an error, not a hang")
     func refused() async throws {
-        // Bind and close a server to find a port that nothing listens on.
-        var freePort = 0
-        try await withFakeServer(nil) { port in freePort = port }
-        let configuration = try Self.configuration(port: freePort, ["--requests", "10"])
-        await #expect(throws: LoadError.self) { try await LoadRunner.run(configuration) }
+        try await withRefusingLoopbackPort { port in
+            let configuration = try Self.configuration(port: port, ["--requests", "10"])
+            await #expect(throws: LoadError.self) { try await LoadRunner.run(configuration) }
+        }
     }
 
     @Test("the JSON output carries the figures and the checks")

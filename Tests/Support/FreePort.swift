@@ -35,12 +35,31 @@ private func lowestEphemeralPort() -> Int {
     } == 2 ? Int(low) : 32768
 }
 
+/// Runs `body` with a loopback port that refuses connections: a socket is bound to it and never
+/// listens, so a connection to it is refused, and no other socket of the test run can take the
+/// port while `body` runs (a port freed by closing a server could be).
+@discardableResult
+public func withRefusingLoopbackPort<T>(_ body: (Int) async throws -> T) async throws -> T {
+    guard let bound = boundLoopbackSocket(port: 0) else {
+        throw LineClient.Failure(description: "cannot bind a socket on 127.0.0.1")
+    }
+    defer { close(bound.fd) }
+    return try await body(bound.port)
+}
+
 /// Binds a socket to `port` on 127.0.0.1 (0: the kernel picks), closes it, and returns the port
 /// it was bound to; nil when it does not bind.
 private func bindLoopback(port: Int) -> Int? {
+    guard let bound = boundLoopbackSocket(port: port) else { return nil }
+    close(bound.fd)
+    return bound.port
+}
+
+/// A TCP socket bound to `port` on 127.0.0.1 (0: the kernel picks), not listening, and the port
+/// it is bound to; nil when it does not bind.
+private func boundLoopbackSocket(port: Int) -> (fd: Int32, port: Int)? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return nil }
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian
@@ -51,5 +70,9 @@ private func bindLoopback(port: Int) -> Int? {
             bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
         }
     }
-    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
+    guard bound else {
+        close(fd)
+        return nil
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
