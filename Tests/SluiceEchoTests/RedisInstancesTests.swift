@@ -261,7 +261,10 @@ struct RedisInstancesTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, instance) in [a, b].enumerated() {
                 for lane in 0..<4 {
-                    let client = try instance.client()
+                    // A claim whose reply the kill lost, and whose release did not reach Redis
+                    // before the instance gave up retrying it, holds its pair for the lease
+                    // (30 s): the other instance's request for the pair waits that long.
+                    let client = try instance.client(timeoutSeconds: 40)
                     group.addTask {
                         var round = 0
                         while !storm.stop.load(ordering: .acquiring) {

@@ -155,18 +155,20 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
         let loop = try SluiceLoop(name: "order")
         defer { loop.shutdownGracefully() }
         let order = Mutex<[Int]>([])
-        let base = SluiceLoop.monotonicNow()
-        // Deadlines far enough apart that all three are armed before the first is due, even on
-        // a loaded machine under a sanitizer: timers armed when they are already due fire in
-        // no particular order among themselves.
+        // All three armed by one job on the loop, from the loop's own reading of the time: timers
+        // armed when they are already due (a job run late on a loaded machine) fire in no
+        // particular order among themselves.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            for delay in [300, 100, 200] {
-                loop.schedule(at: base + .milliseconds(Int64(delay))) {
-                    let done = order.withSanitizedLock { order -> Bool in
-                        order.append(delay)
-                        return order.count == 3
+            loop.execute {
+                let base = SluiceLoop.monotonicNow()
+                for delay in [300, 100, 200] {
+                    loop.schedule(at: base + .milliseconds(Int64(delay))) {
+                        let done = order.withSanitizedLock { order -> Bool in
+                            order.append(delay)
+                            return order.count == 3
+                        }
+                        if done { continuation.resume() }
                     }
-                    if done { continuation.resume() }
                 }
             }
         }

@@ -139,17 +139,16 @@ struct RedisConnectionTests {
         defer { server.stop() }
         try await withConnection(to: server, timeout: .seconds(5)) { connection, log in
             // A call the server holds (every client is paused) when it dies: lost before its
-            // reply, it fails `.unavailable`, well before its 5 s timeout.
+            // reply, it fails `.unavailable`, not `.timeout` (no wall-clock bound is checked: a
+            // loaded machine may resume this test late).
             _ = try await server.command(["CLIENT", "PAUSE", "10000"])
             let held = Mutex<Result<RedisReply, RedisCallError>?>(nil)
             await connection.loop.submit {
                 connection.send(["GET", "k"]) { result in held.withSanitizedLock { $0 = result } }
             }
-            let killedAt = ContinuousClock.now
             server.kill()
             try await pollUntil(seconds: 10) { held.withSanitizedLock { $0 } != nil }
             #expect(code(held.withSanitizedLock { $0 }) == .unavailable)
-            #expect(ContinuousClock.now - killedAt < .seconds(4))
 
             try await pollUntil(seconds: 10) { await !isConnected(connection) }
             // Down: a call fails before `send` returns, without waiting for a reconnect.
