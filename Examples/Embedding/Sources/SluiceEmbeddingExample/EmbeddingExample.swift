@@ -17,7 +17,7 @@ public enum EmbeddingExample {
         let pay = try plugins.register(PaymentPlugin(processor: SimulatedProcessor(latency: .milliseconds(50))))
         let search = try plugins.register(SearchPlugin(quiet: .seconds(5), maxWait: .seconds(10)))
         let limit = try plugins.register(RateLimitPlugin(count: 6, per: .seconds(60), burst: 1))
-        let page = try plugins.register(PagePlugin(latency: .seconds(2)))
+        let page = try plugins.register(PagePlugin(latency: .seconds(5)))
         let gate = try Gate(group: group, plugins: plugins)
 
         // A like button: the first tap of a minute runs, the next one is throttled.
