@@ -25,7 +25,10 @@ import Glibc
 
     /// What the storm's connections share.
     final class Storm: Sendable {
-        let signalled = Atomic<Bool>(false)
+        /// Whether SIGTERM was sent. A client reads it and sends its request under the same lock,
+        /// and the signal is sent under it: a request counted as sent before the signal was
+        /// written before it (a client preempted between the two cannot count one it sent late).
+        let signalled = Mutex<Bool>(false)
         let answered = Atomic<Int>(0)
         let exchanges = Mutex<[Exchange]>([])
     }
@@ -65,12 +68,15 @@ import Glibc
                         sequence += 1
                         let key = "acct\(pair % 8)"
                         let idem = "storm-\(pair)"
-                        let before = !storm.signalled.load(ordering: .acquiring)
+                        var before = false
                         let response: HTTPTestClient.Response?
                         do {
-                            try client.send(
-                                "POST", "/pay", fields: [("Idempotency-Key", "\"\(idem)\"")],
-                                body: #"{"key":"\#(key)","amount":\#(pair % 50 + 1)}"#)
+                            try storm.signalled.withSanitizedLock { signalled in
+                                before = !signalled
+                                try client.send(
+                                    "POST", "/pay", fields: [("Idempotency-Key", "\"\(idem)\"")],
+                                    body: #"{"key":"\#(key)","amount":\#(pair % 50 + 1)}"#)
+                            }
                             response = try await client.readResponse()
                         } catch {
                             response = nil
@@ -82,8 +88,10 @@ import Glibc
                 }
             }
             try await pollUntil { storm.answered.load(ordering: .relaxed) >= 3 * connections }
-            storm.signalled.store(true, ordering: .releasing)
-            process.signal(SIGTERM)
+            storm.signalled.withSanitizedLock { signalled in
+                signalled = true
+                process.signal(SIGTERM)
+            }
             try await group.waitForAll()
         }
 
