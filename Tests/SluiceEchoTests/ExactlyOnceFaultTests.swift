@@ -109,7 +109,7 @@ struct ExactlyOnceFaultTests {
         #expect(try await Self.ledgerEntries(ledger) == pairs * rounds)
     }
 
-    /// The owner stopped (SIGSTOP) 0.3 s into an 8 s payment for 3 s, past its 900 ms lease,
+    /// The owner stopped (SIGSTOP) 0.3 s into a 3 s payment for 3 s, past its 900 ms lease,
     /// while a client of the other instance retries: one charge, and both clients (each
     /// retrying on its own instance) hold its id. With the ledger, and without it (each
     /// instance's processor keeps its own, so only the commit guard stands between the woken
@@ -120,10 +120,7 @@ struct ExactlyOnceFaultTests {
         let ledger = try await RedisServerProcess.start()
         defer { ledger.stop() }
         let options =
-            // The payment outlasts the stop by far: on a loaded machine the poll, the pause and
-            // the signal below may take seconds, and the owner must still be stopped before
-            // its payment commits.
-            ["--pay-latency-ms", "8000", "--pay-lease-ms", "900"]
+            ["--pay-latency-ms", "3000", "--pay-lease-ms", "900"]
             + (withLedger ? ["--processor-ledger", ledger.url()] : [])
         let a = try await Instance(redis: store, options)
         defer { a.stop() }
