@@ -13,10 +13,10 @@ import Darwin
 /// loudly. When no such port binds, the kernel's pick for port 0.
 public func freeLoopbackPort() -> Int? {
     let ephemeralStart = lowestEphemeralPort()
-    let candidates = max(1024, ephemeralStart - 10_000)..<ephemeralStart
-    if !candidates.isEmpty {
+    let lowest = max(1024, ephemeralStart - 10_000)
+    if lowest < ephemeralStart {
         for _ in 0..<64 {
-            if let port = bindLoopback(port: Int.random(in: candidates)) { return port }
+            if let port = bindLoopback(port: Int.random(in: lowest..<ephemeralStart)) { return port }
         }
     }
     return bindLoopback(port: 0)
@@ -36,8 +36,9 @@ private func lowestEphemeralPort() -> Int {
 }
 
 /// Runs `body` with a loopback port that refuses connections: a socket is bound to it and never
-/// listens, so a connection to it is refused, and no other socket of the test run can take the
-/// port while `body` runs (a port freed by closing a server could be).
+/// listens, so a connection to it is refused (on Linux, which answers a reset; Darwin drops the
+/// connection attempt instead, and a connect waits for its timeout), and no other socket of the
+/// test run can take the port while `body` runs (a port freed by closing a server could be).
 @discardableResult
 public func withRefusingLoopbackPort<T>(_ body: (Int) async throws -> T) async throws -> T {
     guard let bound = boundLoopbackSocket(port: 0) else {
