@@ -2,11 +2,12 @@
 """Talks to a running Sluice HTTP front as a real client would, with h11 (a strict HTTP/1.1
 implementation nobody here wrote) parsing every response, and checks what the server answers.
 
-    python3 Tests/HTTPClient/check_answers.py PORT
+    python3 Tests/HTTPClient/check_answers.py PORT [TIMEOUT]
 
 The server must run with a 1 KiB head limit, a 100-byte body limit and a 300 ms head timeout
 (the Swift test that runs this starts it so). Prints one line per check and exits 1 if any
-failed (2 when h11 is missing).
+failed (2 when h11 is missing). TIMEOUT (seconds, 30 by default) bounds each connect, read and
+write: it only detects a hang, so the caller scales it as it scales its own deadlines.
 """
 
 import email.utils
@@ -22,6 +23,7 @@ except ImportError:
     sys.exit(2)
 
 PORT = int(sys.argv[1])
+TIMEOUT = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
 failures = []
 
 
@@ -36,7 +38,7 @@ class Client:
     """One connection: raw bytes out, responses parsed by h11."""
 
     def __init__(self):
-        self.sock = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+        self.sock = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT)
         self.conn = h11.Connection(h11.CLIENT)
 
     def send_raw(self, data):
@@ -79,8 +81,10 @@ class Client:
         if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
             self.conn.start_next_cycle()
 
-    def closed(self, timeout=2.0):
-        self.sock.settimeout(timeout)
+    def closed(self):
+        """Whether the server closes the connection (read within TIMEOUT; every caller expects it
+        closed, so the wait is only for a slow server)."""
+        self.sock.settimeout(TIMEOUT)
         try:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, socket.timeout):
@@ -176,7 +180,6 @@ check(status == 200 and body == b"abcde", "a chunked body is decoded")
 # Expect: 100-continue: the server says 100 before the client sends the body.
 e = Client()
 e.send_raw(b"POST /echo HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
-e.sock.settimeout(2)
 interim = e.sock.recv(4096)
 check(interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), "Expect: 100-continue gets 100 Continue before the body")
 e.sock.sendall(b"xyz")

@@ -27,12 +27,25 @@ struct RedisInstancesTests {
             // beforehand could be taken by another test's server before this one binds it.
             process = try ChildProcess(
                 HTTPShutdownTests.echoServerURL.path,
-                ["--port", "0", "--http-port", "0", "--loops", "2", "--redis", redis.url(), "--instances", "2"]
+                ["--port", "0", "--http-port", "0", "--loops", String(Self.loops), "--redis", redis.url(), "--instances", "2"]
                     + timeout + arguments,
                 captureErrorOutput: true)
             let errors = try #require(process.errorOutput)
             port = try await errors.waitForPort(listening: "[SluiceLineProtocol] listening")
+            // The port accepts once it is logged, but each loop connects to Redis on its own, and
+            // a call made before its connection is up fails at once (ERR unavailable): wait until
+            // every loop is connected to the store, and to the ledger when there is one.
+            let connections = Self.loops * (arguments.contains("--processor-ledger") ? 2 : 1)
+            try await pollUntil(seconds: 20) {
+                if errors.isComplete { throw LineClient.Failure(description: "sluice-echo exited: \(errors.text.suffix(800))") }
+                return errors.text.split(separator: "\n").count {
+                    $0.contains("connected to Redis") || $0.contains("Redis available again")
+                } >= connections
+            }
         }
+
+        /// `--loops`: each loop has its own connection to every Redis the instance uses.
+        static let loops = 2
 
         /// A client of this instance whose reads wait at most `timeoutSeconds` (scaled under a
         /// sanitizer).

@@ -19,7 +19,9 @@ import Testing
             $0.http.headTimeout = .milliseconds(300)
         }) { server in
             let python = try #require(ChildProcess.executable(named: "python3"), "python3 is not installed")
-            let process = try ChildProcess(python, [Self.script, String(server.port)], captureStandardOutput: true)
+            // The script's timeout only detects a hang: scaled as this test's own deadlines are.
+            let process = try ChildProcess(
+                python, [Self.script, String(server.port), String(20 * deadlineScale)], captureStandardOutput: true)
             defer { process.stop() }
             let termination = try await process.waitForExit(seconds: 60)
             let output = try #require(process.errorOutput)

@@ -184,12 +184,15 @@ struct RedisConnectionTests {
             _ = try await server.command(["SET", "k", "v"])
             // The server is stopped (SIGSTOP) until the call has timed out: the stall lasts as
             // long as the test needs, however slow the machine. It must stay under the stall
-            // limit (5 s), or the connection is dropped: resumed as soon as the 1 s timeout is
-            // seen, it has 4 s of margin for this task to run again, under a sanitizer too.
+            // limit (5 s), or the connection is dropped: the completion that receives the 1 s
+            // timeout resumes it at once, on the loop, whenever this task runs again.
             server.pause()
             let outcomes = Mutex<[Result<RedisReply, RedisCallError>]>([])
             await connection.loop.submit {
-                connection.send(["GET", "k"]) { result in outcomes.withSanitizedLock { $0.append(result) } }
+                connection.send(["GET", "k"]) { result in
+                    outcomes.withSanitizedLock { $0.append(result) }
+                    server.resume()
+                }
             }
             try await pollUntil(seconds: 10) { !outcomes.withSanitizedLock { $0 }.isEmpty }
             server.resume()

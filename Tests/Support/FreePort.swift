@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,15 +26,10 @@ public func freeLoopbackPort() -> Int? {
 
 /// The first port of the kernel's ephemeral range, or 32768 (Linux's default) when unknown.
 private func lowestEphemeralPort() -> Int {
-    guard let file = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") else { return 32768 }
-    defer { fclose(file) }
-    var low: Int32 = 0
-    var high: Int32 = 0
-    return withUnsafeMutablePointer(to: &low) { lowPointer in
-        withUnsafeMutablePointer(to: &high) { highPointer in
-            withVaList([lowPointer, highPointer]) { vfscanf(file, "%d %d", $0) }
-        }
-    } == 2 ? Int(low) : 32768
+    guard let range = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8),
+        let low = range.split(whereSeparator: \.isWhitespace).first.flatMap({ Int($0) })
+    else { return 32768 }
+    return low
 }
 
 /// Runs `body` with a loopback port that refuses connections: a socket is bound to it and never
