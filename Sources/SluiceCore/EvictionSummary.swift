@@ -69,7 +69,8 @@ public struct EvictionSummary: Sendable {
     /// (which requires one) never drops a restriction that ends between the two readings.
     @inlinable
     public mutating func monotonic(_ now: Instant) -> Instant {
-        latestNow = clamped(now)
+        // Stored only when it moves: a summary read on every decision writes nothing otherwise.
+        if now > latestNow { latestNow = now }
         return latestNow
     }
 
