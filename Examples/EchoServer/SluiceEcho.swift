@@ -181,6 +181,13 @@ struct SluiceEcho: AsyncParsableCommand {
     @Option(name: .customLong("instances"), help: "How many instances share the Redis store (--redis-failure local divides the limits by it).")
     var instances = 1
 
+    @Flag(
+        name: .customLong("pay-stop-before-commit"),
+        help: ArgumentHelp(
+            "For tests: the first PAY to reach its commit point stops this process (SIGSTOP) right before its commit guard.",
+            visibility: .hidden))
+    var payStopBeforeCommit = false
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
@@ -297,6 +304,7 @@ struct SluiceEcho: AsyncParsableCommand {
             budget: .bytes(tapTableMebibytes << 20), tallyBudget: .bytes(tapTallyMebibytes << 20), store: store)
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
         try routes.register(TapHTTPCodec(tap.plugin), for: tap)
+        let stopBeforeCommit: (@Sendable () -> Void)? = payStopBeforeCommit ? { @Sendable in StopBeforeCommit.stopOnce() } : nil
         let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),
@@ -304,7 +312,9 @@ struct SluiceEcho: AsyncParsableCommand {
                 concurrent: payConcurrent?.option ?? .join,
                 recordsPerKey: payRecordsPerKey == 0 ? nil : payRecordsPerKey,
                 limits: try payLimits(),
-                processor: SimulatedProcessor(latency: .milliseconds(payLatencyMilliseconds), ledger: ledger)),
+                processor: SimulatedProcessor(
+                    latency: .milliseconds(payLatencyMilliseconds), ledger: ledger,
+                    beforeCommit: stopBeforeCommit)),
             budget: .bytes(payTableMebibytes << 20), store: store)
         try verbs.register(PayLineCodec(pay.plugin), for: pay)
         try routes.register(PayHTTPCodec(pay.plugin, concurrent: payConcurrent?.option ?? .reject), for: pay)

@@ -35,18 +35,23 @@ public final class SimulatedProcessor: PaymentProcessor {
     private let sequence = Atomic<UInt64>(0)
     private let prefix: String
     private let beforeCall: (@Sendable (EffectRecord) async -> Void)?
+    private let beforeCommit: (@Sendable () -> Void)?
 
     /// A processor with the given latency, decline threshold and ledger (one in this process's
-    /// memory by default). `beforeCall`, for tests, runs between the commit guard and the
-    /// ledger call: a pause there is a process stalled past its guard.
+    /// memory by default). For tests: `beforeCommit` runs once the latency has passed, right
+    /// before the commit guard, with nothing in between (a process stopped there wakes straight
+    /// into the guard); `beforeCall` runs between the commit guard and the ledger call (a pause
+    /// there is a process stalled past its guard).
     public init(
         latency: Duration = .milliseconds(20), declineAtOrAbove: Int = 1_000_000,
         ledger: (any ChargeLedger)? = MemoryChargeLedger(),
+        beforeCommit: (@Sendable () -> Void)? = nil,
         beforeCall: (@Sendable (EffectRecord) async -> Void)? = nil
     ) {
         self.latency = latency
         self.declineAtOrAbove = declineAtOrAbove
         self.ledger = ledger
+        self.beforeCommit = beforeCommit
         self.beforeCall = beforeCall
         // Charge ids stay unique across restarts of the process, too.
         self.prefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
@@ -54,6 +59,7 @@ public final class SimulatedProcessor: PaymentProcessor {
 
     public func charge(_ payment: PaymentPlugin.Payment, context: EffectContext) async throws -> PaymentOutcome {
         try await context.sleep(for: latency)
+        beforeCommit?()
         // The commit point: past it a drain lets the charge finish; before it, a cancellation
         // (or a lease no longer safely held) stops it with nothing charged.
         let record = try context.commit()

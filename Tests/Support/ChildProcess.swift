@@ -124,6 +124,19 @@ public final class ChildProcess: @unchecked Sendable {
     /// Whether it is still running.
     public var isRunning: Bool { termination == nil }
 
+    /// Whether every thread of it is stopped now (by SIGSTOP), as Linux's `/proc` shows them
+    /// (the state after the command's name in each thread's `stat` is `T`); `false` where there
+    /// is no `/proc`.
+    public var isStopped: Bool {
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return !threads.isEmpty && threads.allSatisfy { thread in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/stat", encoding: .utf8),
+                let nameEnd = stat.lastIndex(of: ")")
+            else { return false }
+            return stat[nameEnd...].dropFirst().drop { $0 == " " }.first == "T"
+        }
+    }
+
     /// Sends `signal` unless it has already ended.
     public func signal(_ signal: Int32) {
         guard isRunning else { return }
