@@ -260,7 +260,7 @@ let package = Package(
         // posix_spawn for child processes and LeakSanitizer's suppression of XCTest's own leak;
         // linked into the test bundle through SluiceTestSupport.
         .target(name: "CSluiceTestSupport", path: "Tests/CSupport"),
-        .target(name: "SluiceTestSupport", dependencies: ["CSluiceTestSupport"], path: "Tests/Support"),
+        .target(name: "SluiceTestSupport", dependencies: ["CSluiceTestSupport", "SluiceLibevent"], path: "Tests/Support"),
         // Naive models of the policies, shared by the property tests and the fuzz targets.
         .target(name: "SluicePolicyModels", dependencies: ["SluiceCore"], path: "Tests/PolicyModels"),
         .testTarget(

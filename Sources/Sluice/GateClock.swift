@@ -9,6 +9,11 @@ import SluiceLibevent
 public protocol GateClock: Sendable {
     /// The current instant.
     var now: Instant { get }
+    /// The current instant read at this moment, never a time cached earlier (a loop's time is
+    /// read once per iteration, and the thread may have stalled since): what the commit guard
+    /// reads, so that a lease which ran out during a stall is seen to have run out. ``now`` by
+    /// default.
+    var freshNow: Instant { get }
     /// Runs `body` on the shard's loop once `deadline` has passed, unless cancelled first.
     func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer
 }
@@ -19,6 +24,10 @@ public protocol GateTimer: Sendable {
     var deadline: Instant { get }
     /// Cancels it: once this returns, its body will not run.
     func cancel()
+}
+
+extension GateClock {
+    public var freshNow: Instant { now }
 }
 
 extension LoopTimer: GateTimer {}
@@ -35,6 +44,8 @@ public struct LoopGateClock: GateClock {
     }
 
     public var now: Instant { loop.inEventLoop ? loop.now : SluiceLoop.monotonicNow() }
+
+    public var freshNow: Instant { loop.currentTime }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         loop.schedule(at: deadline, body)

@@ -114,4 +114,12 @@ extension GateShard {
         if read > latest { latest = read }
         return latest
     }
+
+    /// ``now`` from a fresh read of the clock (``GateClock/freshNow``), for a check that guards
+    /// an effect on the world outside. Call with the lock held.
+    var freshNow: Instant {
+        let read = clock.freshNow
+        if read > latest { latest = read }
+        return latest
+    }
 }

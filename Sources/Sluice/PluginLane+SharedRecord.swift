@@ -236,11 +236,13 @@ extension PluginLane {
     }
 
     /// Why execution `token`, which holds a shared lease, may not commit now, as its lease's state
-    /// machine says. `nil` when it may (or holds no shared lease).
+    /// machine says. `nil` when it may (or holds no shared lease). The time is read afresh: the
+    /// loop's time cached for this iteration may predate a stall of the effect's thread, during
+    /// which the lease ran out.
     func sharedLeaseRefusal(_ token: EventToken, shard: GateShard) -> CommitRefusal? {
         guard let binding = shared, let held = binding.held[token] else { return nil }
         return held.commitRefusal(
-            now: shard.now, storeReachable: binding.store.isReachable(from: shard.loop), storeAddress: binding.store.address,
+            now: shard.freshNow, storeReachable: binding.store.isReachable(from: shard.loop), storeAddress: binding.store.address,
             execution: token)
     }
 

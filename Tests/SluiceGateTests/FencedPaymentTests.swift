@@ -15,36 +15,17 @@ import Testing
     /// A gate that stops its processor's charge between the commit guard and the ledger call,
     /// until ``release()``: a process stalled past its guard.
     final class Stall: Sendable {
-        private struct State {
-            var reached: EffectRecord?
-            var continuation: CheckedContinuation<Void, Never>?
-            var released = false
-        }
+        private let latch = TestLatch()
+        private let reachedRecord = Mutex<EffectRecord?>(nil)
 
-        private let state = Mutex(State())
-
-        var reached: EffectRecord? { state.withSanitizedLock { $0.reached } }
+        var reached: EffectRecord? { reachedRecord.withSanitizedLock { $0 } }
 
         func wait(_ record: EffectRecord) async {
-            await withCheckedContinuation { continuation in
-                let resumeNow = state.withSanitizedLock { state -> Bool in
-                    state.reached = record
-                    if state.released { return true }
-                    state.continuation = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
+            reachedRecord.withSanitizedLock { $0 = record }
+            await latch.wait()
         }
 
-        func release() {
-            let continuation = state.withSanitizedLock { state -> CheckedContinuation<Void, Never>? in
-                state.released = true
-                defer { state.continuation = nil }
-                return state.continuation
-            }
-            continuation?.resume()
-        }
+        func release() { latch.open() }
     }
 
     /// Two instances of the payment plugin on one store, each gate on its own manual clock; the

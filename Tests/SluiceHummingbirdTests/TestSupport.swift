@@ -83,7 +83,7 @@ struct Client: Sendable {
 
 /// A signal a handler waits on: the handler reports that it entered, the test opens it.
 final class Latch: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let latch = TestLatch()
     /// One element each time a handler enters ``wait()``.
     let entries: AsyncStream<Void>
     private let entered: AsyncStream<Void>.Continuation
@@ -95,25 +95,11 @@ final class Latch: Sendable {
     /// Reports the entry, then returns once the latch is open.
     func wait() async {
         entered.yield(())
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withSanitizedLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
+        await latch.wait()
     }
 
     /// Lets every waiting and later handler through.
-    func open() {
-        let waiters = state.withSanitizedLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    func open() { latch.open() }
 }
 
 /// Waits until `condition` holds, yielding between checks; fails after 10 seconds (times
