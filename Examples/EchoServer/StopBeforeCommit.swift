@@ -2,6 +2,8 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -12,9 +14,12 @@ import Darwin
 enum StopBeforeCommit {
     private static let stopped = Atomic<Bool>(false)
 
-    /// Stops this process the first time it is called; later calls return at once.
+    /// Stops this process the first time it is called; later calls return at once. The signal is
+    /// raised on the calling thread, which is stopped before `raise` returns (a signal sent to
+    /// the process may be taken by another thread, and this one would run on until that thread
+    /// has stopped the rest).
     static func stopOnce() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        kill(getpid(), SIGSTOP)
+        raise(SIGSTOP)
     }
 }

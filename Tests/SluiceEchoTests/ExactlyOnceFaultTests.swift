@@ -109,12 +109,13 @@ struct ExactlyOnceFaultTests {
         #expect(try await Self.ledgerEntries(ledger) == pairs * rounds)
     }
 
-    /// The owner stopped (SIGSTOP) at the commit point of a 3 s payment, before its commit
-    /// guard, for 3 s, past its 900 ms lease, while a client of the other instance retries: one charge, and both clients (each
-    /// retrying on its own instance) hold its id. With the ledger, and without it (each
-    /// instance's processor keeps its own, so only the commit guard stands between the woken
-    /// owner and a second charge).
-    @Test(arguments: [true, false]) func anOwnerStoppedPastItsLeaseChargesOnce(ledger withLedger: Bool) async throws {
+    /// The owner stopped (SIGSTOP) at the commit point of a 3 s payment, before its commit guard,
+    /// for 3 s, past its 900 ms lease, while a client of the other instance retries: one charge,
+    /// and both clients (each retrying on its own instance) hold its id. With the ledger, and
+    /// without it (each instance's processor keeps its own, so only the commit guard stands
+    /// between the woken owner and a second charge).
+    @Test(.enabled(if: ChildProcess.canSeeStops, "needs /proc to see the owner stopped"), arguments: [true, false])
+    func anOwnerStoppedPastItsLeaseChargesOnce(ledger withLedger: Bool) async throws {
         let store = try await RedisServerProcess.start()
         defer { store.stop() }
         let ledger = try await RedisServerProcess.start()
@@ -134,7 +135,6 @@ struct ExactlyOnceFaultTests {
         // The owner stops itself with its payment due and its guard not yet asked: however late
         // this task runs, the stop comes after the effect started and before its commit point.
         try await pollUntil(seconds: 30) { a.process.isStopped }
-        #expect(try await store.command(["EXISTS", "sluice:{pay:4:acctstopped}:r"]) == "1")
         let other = Task {
             try await Self.payUntilCharged(b, account: "acct", idem: "stopped", amount: 25, tally: otherTally, seconds: 30)
         }

@@ -124,9 +124,12 @@ public final class ChildProcess: @unchecked Sendable {
     /// Whether it is still running.
     public var isRunning: Bool { termination == nil }
 
+    /// Whether `/proc` shows the threads of processes, so that ``isStopped`` can see a stop.
+    public static var canSeeStops: Bool { FileManager.default.fileExists(atPath: "/proc/self/task") }
+
     /// Whether every thread of it is stopped now (by SIGSTOP), as Linux's `/proc` shows them
     /// (the state after the command's name in each thread's `stat` is `T`); `false` where there
-    /// is no `/proc`.
+    /// is no `/proc` (see ``canSeeStops``).
     public var isStopped: Bool {
         let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return !threads.isEmpty && threads.allSatisfy { thread in
@@ -160,10 +163,12 @@ public final class ChildProcess: @unchecked Sendable {
         _ = reap(blocking: true)
     }
 
-    /// Sends SIGTERM and waits, blocking this thread, until it ends.
+    /// Sends SIGTERM and waits, blocking this thread, until it ends. A stopped process (SIGSTOP)
+    /// is continued too, or the SIGTERM would stay pending and the wait would never end.
     @discardableResult
     public func terminateAndWait() -> Termination? {
         signal(SIGTERM)
+        signal(SIGCONT)
         return reap(blocking: true)
     }
 
