@@ -69,7 +69,9 @@ public struct EffectContext: Sendable {
     /// The shard's clock.
     public var clock: any GateClock { shard.clock }
 
-    /// The current instant on the shard's clock.
+    /// The current instant on the shard's clock: on the loop, the time read once for the loop's
+    /// iteration. An effect that judges a deadline before an irreversible step leaves that to
+    /// ``commit()``, which reads the clock afresh (or reads `clock.freshNow` itself).
     public var now: Instant { clock.now }
 
     /// Adds `amount` to this key's tally for this plugin and returns the new count (how many taps

@@ -117,6 +117,7 @@ extension GateShard {
 
     /// ``now`` from a fresh read of the clock (``GateClock/freshNow``), for a check that guards
     /// an effect on the world outside. Call with the lock held.
+    @usableFromInline
     var freshNow: Instant {
         let read = clock.freshNow
         if read > latest { latest = read }

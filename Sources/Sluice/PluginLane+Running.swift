@@ -176,7 +176,8 @@ extension PluginLane {
             // Read before the lease is forgotten.
             let awaitsRecord = shared != nil && awaitsRecord(token, result: result, reason: reason)
             if !finishShared(token, result: result, execution: execution, shard: shard) {
-                store(result, of: execution, token: token, now: shard.now)
+                // Its retention runs from now, read afresh, not from the loop's cached time.
+                store(result, of: execution, token: token, now: shard.freshNow)
             }
             if awaitsRecord {
                 awaitRecord(of: execution, shard: shard)

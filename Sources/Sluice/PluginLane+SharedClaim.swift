@@ -184,7 +184,7 @@ extension PluginLane {
             if storeDecidesChain {
                 // A claim answered too late to start (``runClaimed(_:token:identity:lease:sentAt:limits:shard:binding:)``)
                 // spends nothing at the store's chain.
-                guard SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt).mayStart(now: shard.now) else {
+                guard SharedRecordLease(lease, length: options.lease, claimSentAt: sentAt).mayStart(now: shard.freshNow) else {
                     releaseRecord(key, lease: lease, attempt: 0, shard: shard)
                     refundQuota()
                     answerPending(token, with: .unavailable, shard: shard)
@@ -308,7 +308,8 @@ extension PluginLane {
         _ request: GateRequest<Plugin>, token: EventToken, identity: RequestIdentity, lease: StoreLease, sentAt: Instant,
         limits decided: LimitPass? = nil, shard: GateShard, binding: SharedLaneState<Output>
     ) -> GateOutcome<Output>? {
-        let now = shard.now
+        // Read afresh: the lease's time left decides whether the effect may start.
+        let now = shard.freshNow
         guard let options = binding.idempotency else {
             if let decided { giveBack(decided, now: now) }
             return .busy
