@@ -9,7 +9,7 @@
 # non-zero status when it has reported a race, AddressSanitizer stops at its first report, and
 # LeakSanitizer fails the process at exit. The `sluice-echo` processes the tests start are the
 # sanitized build too; the tests fail on a report in their output. The suppressions (a false
-# race inside the Swift concurrency runtime, leaks of XCTest and of HummingbirdTesting) are
+# race inside the Swift concurrency runtime, a leak of XCTest) are
 # compiled into the test bundle (`Tests/CSupport`), so the bare
 # `swift test --sanitize=thread|address --traits Hummingbird` behaves the same.
 set -euo pipefail

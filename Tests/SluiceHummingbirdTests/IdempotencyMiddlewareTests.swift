@@ -1,7 +1,6 @@
 #if Hummingbird
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import NIOCore
 import Sluice
 @testable import SluiceHummingbird
@@ -92,7 +91,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func theFirstRequestRunsAndARetryGetsItsResponseReplayed(mode: TestingSetup) async throws {
+    func theFirstRequestRunsAndARetryGetsItsResponseReplayed(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in
             let first = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: #""order-1""#), body: "500")
@@ -116,7 +115,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aDuplicateWhileTheFirstRunsIs409(mode: TestingSetup) async throws {
+    func aDuplicateWhileTheFirstRunsIs409(mode: ServingMode) async throws {
         let latch = Latch()
         let (app, appRouter) = try App.make(latch: latch)
         try await app.fixture.test(appRouter, mode) { client in
@@ -140,7 +139,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func withJoinADuplicateWhileTheFirstRunsGetsItsResponse(mode: TestingSetup) async throws {
+    func withJoinADuplicateWhileTheFirstRunsGetsItsResponse(mode: ServingMode) async throws {
         let latch = Latch()
         var options = IdempotencyMiddlewareOptions.payment
         options.concurrent = .join
@@ -191,7 +190,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func theSameKeyWithAnotherBodyIs422(mode: TestingSetup) async throws {
+    func theSameKeyWithAnotherBodyIs422(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-4""#)
@@ -204,7 +203,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func theSameKeyWithAnotherQueryIs422(mode: TestingSetup) async throws {
+    func theSameKeyWithAnotherQueryIs422(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-10""#)
@@ -222,7 +221,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aMissingKeyIs400WhenRequiredAndPassesThroughOtherwise(mode: TestingSetup) async throws {
+    func aMissingKeyIs400WhenRequiredAndPassesThroughOtherwise(mode: ServingMode) async throws {
         let (required, requiredRouter) = try App.make()
         try await required.fixture.test(requiredRouter, mode) { client in
             let missing = try await client.send(.post, "/pay", headers: user("ann"), body: "500")
@@ -247,7 +246,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aRequestBodyOverTheLimitIs413AndNothingRuns(mode: TestingSetup) async throws {
+    func aRequestBodyOverTheLimitIs413AndNothingRuns(mode: ServingMode) async throws {
         var options = IdempotencyMiddlewareOptions.payment
         options.requestBodyLimit = 16
         let (app, appRouter) = try App.make(options: options)
@@ -263,7 +262,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aResponseOverTheStoredLimitIsA500ThatIsKeptAndTheRouteRunsOnce(mode: TestingSetup) async throws {
+    func aResponseOverTheStoredLimitIsA500ThatIsKeptAndTheRouteRunsOnce(mode: ServingMode) async throws {
         var options = IdempotencyMiddlewareOptions.payment
         options.storedBodyLimit = 8
         let (app, appRouter) = try App.make(options: options, responseBody: "a body of twenty-one")
@@ -281,7 +280,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aReplaySpendsNoQuotaOfTheRateLimitBehindIt(mode: TestingSetup) async throws {
+    func aReplaySpendsNoQuotaOfTheRateLimitBehindIt(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make(limit: try RateLimitOptions(count: 2, per: .seconds(60), burst: 1))
         try await app.fixture.test(appRouter, mode) { client in
             let first = try await client.send(.post, "/pay", headers: user("ann", idempotencyKey: "k1"), body: "1")
@@ -318,7 +317,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes, RouteFailure.allCases)
-    func aFailureAfterTheRouteStartedIsStoredAndTheRetryIsAReplay(mode: TestingSetup, failure: RouteFailure) async throws {
+    func aFailureAfterTheRouteStartedIsStoredAndTheRetryIsAReplay(mode: ServingMode, failure: RouteFailure) async throws {
         let (app, appRouter) = try App.make(failure: failure)
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-9""#)
@@ -336,7 +335,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes, [false, true])
-    func aRecordReleasedForARefusalBehindCostsNoRecordQuota(mode: TestingSetup, shared: Bool) async throws {
+    func aRecordReleasedForARefusalBehindCostsNoRecordQuota(mode: ServingMode, shared: Bool) async throws {
         var options = IdempotencyMiddlewareOptions.payment
         options.recordsPerKey = 2
         let (app, appRouter) = try App.make(
@@ -364,7 +363,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aScopeOver256BytesIs400AndNothingRuns(mode: TestingSetup) async throws {
+    func aScopeOver256BytesIs400AndNothingRuns(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in
             var headers = user(String(repeating: "a", count: 250), idempotencyKey: #""order-12""#)
@@ -379,7 +378,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aRequestWithoutAScopeIsNotGoverned(mode: TestingSetup) async throws {
+    func aRequestWithoutAScopeIsNotGoverned(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make()
         try await app.fixture.test(appRouter, mode) { client in
             var headers = HTTPFields()
@@ -394,7 +393,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func aSharedStoreKeepsTheResponseAsJSONAndReplaysIt(mode: TestingSetup) async throws {
+    func aSharedStoreKeepsTheResponseAsJSONAndReplaysIt(mode: ServingMode) async throws {
         let (app, appRouter) = try App.make(store: try PluginStore.shared(MemoryStore()))
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-8""#)
@@ -414,7 +413,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     /// not stored: the corrected retry, with the same key, runs (Stripe saves nothing for a
     /// request that failed validation); its record cost no quota.
     @Test(arguments: testModes)
-    func aValidationRefusalIsNotStoredAndTheCorrectedRetryRuns(mode: TestingSetup) async throws {
+    func aValidationRefusalIsNotStoredAndTheCorrectedRetryRuns(mode: ServingMode) async throws {
         var options = IdempotencyMiddlewareOptions.payment
         options.recordsPerKey = 1
         let (app, appRouter) = try App.make(options: options, validates: true)
@@ -437,7 +436,7 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
     /// order and other whitespace replays; other JSON is a mismatch. With `.exactBytes`, the
     /// bytes count.
     @Test(arguments: testModes, [IdempotencyMiddlewareOptions.Fingerprint.canonicalJSON, .exactBytes])
-    func theSameJSONLaidOutOtherwiseReplays(mode: TestingSetup, fingerprint: IdempotencyMiddlewareOptions.Fingerprint) async throws {
+    func theSameJSONLaidOutOtherwiseReplays(mode: ServingMode, fingerprint: IdempotencyMiddlewareOptions.Fingerprint) async throws {
         var options = IdempotencyMiddlewareOptions.payment
         options.fingerprint = fingerprint
         let (app, appRouter) = try App.make(options: options)

@@ -1,7 +1,6 @@
 #if Hummingbird
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Sluice
 import SluiceHTTP
 import SluiceHummingbird
@@ -134,7 +133,7 @@ private struct Answer: Equatable, CustomStringConvertible {
     }
 
     /// The script through a Hummingbird route served by ``HTTPCodecMiddleware``.
-    private static func throughHummingbird(_ mode: TestingSetup) async throws -> [Answer] {
+    private static func throughHummingbird(_ mode: ServingMode) async throws -> [Answer] {
         var plugins = PluginRegistry()
         let plugin = try QuotaPlugin()
         let quota = try plugins.register(plugin)
@@ -162,7 +161,7 @@ private struct Answer: Equatable, CustomStringConvertible {
     }
 
     @Test(arguments: testModes)
-    func oneCodecAnswersAlikeOnBothFronts(_ mode: TestingSetup) async throws {
+    func oneCodecAnswersAlikeOnBothFronts(_ mode: ServingMode) async throws {
         let sluice = try await Self.throughSluiceFront()
         let hummingbird = try await Self.throughHummingbird(mode)
         #expect(sluice.map(\.status) == Self.script.map(\.status))

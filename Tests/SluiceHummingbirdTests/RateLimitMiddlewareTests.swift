@@ -1,7 +1,6 @@
 #if Hummingbird
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Sluice
 import SluiceHummingbird
 import SluicePluginTesting
@@ -28,7 +27,7 @@ import Testing
     }
 
     @Test(arguments: testModes)
-    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: TestingSetup) async throws {
+    func everyGovernedAnswerCarriesTheFieldsAndTheThirdIs429(mode: ServingMode) async throws {
         let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             let first = try await client.send(.get, "/search", headers: user("ann"))
@@ -60,7 +59,7 @@ import Testing
     }
 
     @Test(arguments: testModes)
-    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: TestingSetup) async throws {
+    func anErrorTheRouteThrowsCarriesTheFieldsToo(mode: ServingMode) async throws {
         let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             let missing = try await client.send(.get, "/search/missing", headers: user("ann"))
@@ -70,7 +69,7 @@ import Testing
     }
 
     @Test(arguments: testModes)
-    func aRequestWithoutAKeyIsNotGoverned(mode: TestingSetup) async throws {
+    func aRequestWithoutAKeyIsNotGoverned(mode: ServingMode) async throws {
         let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
@@ -83,7 +82,7 @@ import Testing
     }
 
     @Test(arguments: testModes)
-    func aKeyOver256BytesIs400(mode: TestingSetup) async throws {
+    func aKeyOver256BytesIs400(mode: ServingMode) async throws {
         let (fixture, _, router) = try Self.app()
         try await fixture.test(router, mode) { client in
             for _ in 1...3 {
@@ -96,7 +95,7 @@ import Testing
     }
 
     @Test(arguments: testModes)
-    func shadowModeReportsAndNeverRefuses(mode: TestingSetup) async throws {
+    func shadowModeReportsAndNeverRefuses(mode: ServingMode) async throws {
         let (fixture, rule, router) = try Self.app(shadowMode: true)
         try await fixture.test(router, mode) { client in
             _ = try await client.send(.get, "/search", headers: user("ann"))
@@ -112,7 +111,7 @@ import Testing
     }
 
     @Test(arguments: testModes, [false, true])
-    func aLimitWhoseStoreIsUnavailableAnswers503OrInShadowModeLetsThrough(mode: TestingSetup, shadowMode: Bool) async throws {
+    func aLimitWhoseStoreIsUnavailableAnswers503OrInShadowModeLetsThrough(mode: ServingMode, shadowMode: Bool) async throws {
         let store = MemoryStore()
         store.setAvailable(false)
         let (fixture, rule, router) = try Self.app(

@@ -1,7 +1,6 @@
 #if Hummingbird
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import NIOCore
 import Sluice
 import SluiceHummingbird
@@ -11,9 +10,9 @@ import SluiceTestSupport
 import Synchronization
 import Testing
 
-/// Both ways HummingbirdTesting runs an app: through the router in process, and on a live
-/// server over a socket.
-let testModes: [TestingSetup] = [.router, .live]
+/// Both ways a test serves its app: through the router in process, and on a live server over a
+/// socket.
+let testModes = ServingMode.allCases
 
 /// A gate on one loop with a manual clock, for the middleware under test.
 struct Fixture: Sendable {
@@ -28,10 +27,12 @@ struct Fixture: Sendable {
     }
 
     /// Runs `body` against an app serving `router` in `mode`, then shuts the gate down.
-    func test(_ router: Router<BasicRequestContext>, _ mode: TestingSetup, _ body: @Sendable (Client) async throws -> Void) async throws {
-        let app = Application(router: router)
+    func test(_ router: Router<BasicRequestContext>, _ mode: ServingMode, _ body: @Sendable (Client) async throws -> Void) async throws {
         do {
-            try await app.test(mode) { client in try await body(Client(base: client)) }
+            switch mode {
+            case .router: try await InProcessServer.serve(router, body)
+            case .live: try await LiveServer.serve(router, body)
+            }
         } catch {
             await close()
             throw error
@@ -52,32 +53,34 @@ struct Sent: Sendable {
     let body: String
 }
 
-/// The test client, with one more way to send: on a connection of its own.
-struct Client: Sendable {
-    let base: any TestClientProtocol
+/// What a test sends: a method, a target, header fields and a body.
+struct Sending: Sendable {
+    let method: HTTPRequest.Method
+    let uri: String
+    let headers: HTTPFields
+    let body: String?
+}
 
-    /// Sends a request on the tester's client.
+/// The test client of one served app.
+struct Client: Sendable {
+    /// The live server's port; nil through the router.
+    let port: Int?
+    /// Sends one request on the client's connection and reads its response.
+    let exchange: @Sendable (Sending) async throws -> Sent
+
+    /// Sends a request on the client's one connection (live), or through the router. One
+    /// request at a time: a request that must not queue behind one in flight is sent with
+    /// ``sendAlone(_:_:headers:body:)``.
     func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: String? = nil) async throws -> Sent {
-        let response = try await base.executeRequest(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
-        return Sent(status: response.status, headers: response.headers, body: String(buffer: response.body))
+        try await exchange(Sending(method: method, uri: uri, headers: headers, body: body))
     }
 
     /// Sends a request that must not queue behind one in flight: on a live server, on a
-    /// connection of its own (the tester's client has one connection); through the router,
-    /// as ``send(_:_:headers:body:)``.
+    /// connection of its own; through the router, as ``send(_:_:headers:body:)``.
     func sendAlone(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: String? = nil) async throws -> Sent {
-        guard let port = base.port else { return try await send(method, uri, headers: headers, body: body) }
-        let client = TestClient(host: "localhost", port: port, configuration: .init(timeout: .seconds(20)))
-        client.connect()
-        do {
-            let response = try await client.execute(
-                TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
-            try await client.shutdown()
-            return Sent(status: response.status, headers: response.headers, body: response.body.map { String(buffer: $0) } ?? "")
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
+        guard let port else { return try await send(method, uri, headers: headers, body: body) }
+        let connection = try HTTPTestClient(port: port, timeoutSeconds: 20)
+        return try await LiveServer.exchange(Sending(method: method, uri: uri, headers: headers, body: body), on: connection)
     }
 }
 

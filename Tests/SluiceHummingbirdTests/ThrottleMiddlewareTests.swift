@@ -1,7 +1,6 @@
 #if Hummingbird
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Sluice
 import SluiceHummingbird
 import SluicePluginTesting
@@ -9,7 +8,7 @@ import Testing
 
 @Suite struct ThrottleMiddlewareTests {
     @Test(arguments: testModes)
-    func theFirstRequestOfAWindowWinsTheOthersAre429(mode: TestingSetup) async throws {
+    func theFirstRequestOfAWindowWinsTheOthersAre429(mode: ServingMode) async throws {
         var plugins = PluginRegistry()
         let clock = ManualGateClock()
         let likes = try ThrottleRule(name: "like", window: .seconds(1), in: &plugins)
