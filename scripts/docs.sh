@@ -7,9 +7,9 @@
 #
 # The archives land in .build/plugins/Swift-DocC/outputs/<Module>.doccarchive.
 #
-# SluiceHummingbird is built with the `Hummingbird` package trait (without it the module is empty),
-# in its own scratch path so that .build keeps its configuration: its archive lands in
-# .build-hummingbird/plugins/Swift-DocC/outputs/SluiceHummingbird.doccarchive.
+# One run of the DocC plugin builds every module, with the `Hummingbird` package trait on (without
+# it SluiceHummingbird is empty) and in .build: the configuration `./scripts/test.sh` builds, so
+# after the tests only the symbol graphs are left to extract.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,17 +17,10 @@ modules=(SluiceCore SluiceLibevent Sluice SluiceFronts SluiceLineProtocol Sluice
     SluiceButtonTap SluicePayment SluiceSearch SluiceRateLimit SluicePage SluiceBuiltInCodecs SluiceRedis SluicePaymentRedisLedger SluiceHummingbird)
 if [[ $# -gt 0 ]]; then modules=("$@"); fi
 
-failed=()
-for module in "${modules[@]}"; do
-    echo "docs: $module"
-    traits=()
-    if [[ "$module" == SluiceHummingbird ]]; then traits=(--scratch-path .build-hummingbird --traits Hummingbird); fi
-    if ! swift package "${traits[@]}" generate-documentation --target "$module" --warnings-as-errors; then
-        failed+=("$module")
-    fi
-done
-if [[ ${#failed[@]} -gt 0 ]]; then
-    echo "docs: warnings or errors in: ${failed[*]}" >&2
+targets=()
+for module in "${modules[@]}"; do targets+=(--target "$module"); done
+if ! swift package --traits Hummingbird generate-documentation "${targets[@]}" --warnings-as-errors; then
+    echo "docs: warnings or errors in the documentation of: ${modules[*]}" >&2
     exit 1
 fi
 echo "docs: every module built without a warning"
