@@ -304,7 +304,7 @@ struct SluiceEcho: AsyncParsableCommand {
             budget: .bytes(tapTableMebibytes << 20), tallyBudget: .bytes(tapTallyMebibytes << 20), store: store)
         try verbs.register(TapLineCodec(tap.plugin), for: tap)
         try routes.register(TapHTTPCodec(tap.plugin), for: tap)
-        let stopBeforeCommit: (@Sendable () -> Void)? = payStopBeforeCommit ? { @Sendable in StopBeforeCommit.stopOnce() } : nil
+        let stopBeforeCommit: (@Sendable () -> Void)? = payStopBeforeCommit ? StopBeforeCommit.stopOnce : nil
         let pay = try plugins.register(
             PaymentPlugin(
                 retention: .seconds(payRetentionSeconds),

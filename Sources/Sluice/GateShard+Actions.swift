@@ -109,17 +109,16 @@ extension GateShard {
     /// The current instant for a decision: the clock's, never before one read earlier (a loop's
     /// cached time may trail a fresh read on another thread). Call with the lock held.
     @inlinable
-    var now: Instant {
-        let read = clock.now
-        if read > latest { latest = read }
-        return latest
-    }
+    var now: Instant { notBeforeLatest(clock.now) }
 
     /// ``now`` from a fresh read of the clock (``GateClock/freshNow``), for a check that guards
     /// an effect on the world outside. Call with the lock held.
     @usableFromInline
-    var freshNow: Instant {
-        let read = clock.freshNow
+    var freshNow: Instant { notBeforeLatest(clock.freshNow) }
+
+    /// `read`, or the latest instant read before it when that is later; keeps the later one.
+    @inlinable
+    func notBeforeLatest(_ read: Instant) -> Instant {
         if read > latest { latest = read }
         return latest
     }
