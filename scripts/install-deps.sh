@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages Sluice needs on Debian/Ubuntu, only when something is missing.
 #
-#   scripts/install-deps.sh            # build + test packages (the above, redis-server, and the
-#                                      # Python packages h11 and llhttp for the HTTP tests)
+#   scripts/install-deps.sh            # build + test packages (the above, redis-server, gdb for the
+#                                      # test watchdog's thread dump, and the Python packages h11
+#                                      # and llhttp for the HTTP tests)
 #   scripts/install-deps.sh --runtime  # what `swift run sluice-echo` and the README's nc examples need
 #   scripts/install-deps.sh --bench    # --runtime, and wrk and nginx for the HTTP benchmark
 #                                      # (Examples/Benchmarks/http-compare.sh, Examples/LoadTest/run.sh)
@@ -13,7 +14,7 @@
 set -euo pipefail
 
 runtime=(libevent-dev libhiredis-dev pkg-config netcat-openbsd curl)
-test_extra=(redis-server python3 python3-pip)
+test_extra=(redis-server python3 python3-pip gdb)
 bench_extra=(wrk nginx)
 
 packages=("${runtime[@]}")

@@ -27,4 +27,4 @@ esac
 shift
 scripts/install-deps.sh
 swift build --build-tests --traits Hummingbird --sanitize="$sanitizer" --scratch-path "$scratch"
-exec swift test --skip-build --traits Hummingbird --sanitize="$sanitizer" --scratch-path "$scratch" "$@"
+exec scripts/watch-tests.py -- swift test --skip-build --traits Hummingbird --sanitize="$sanitizer" --scratch-path "$scratch" "$@"

@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-exec swift test --traits Hummingbird "$@"
+# The watchdog fails the run, naming the tests still running and dumping every thread, when
+# the suite prints nothing for five minutes.
+exec scripts/watch-tests.py -- swift test --traits Hummingbird "$@"
