@@ -35,6 +35,12 @@ func withHTTPServer(
     let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "http", clock: loopClock)
     let clock = ManualGateClock()
     var configuration = HTTPFrontConfiguration(http: HTTPConfiguration(port: 0))
+    // The real-time limits stretched as the tests' own deadlines are (4 times under a
+    // sanitizer): a test task kept from running for a while by CPU-bound tests beside it must
+    // not find its connection closed. Tests of the limits set their own.
+    configuration.http.headTimeout *= deadlineScale
+    configuration.http.bodyTimeout *= deadlineScale
+    configuration.http.idleTimeout *= deadlineScale
     configure(&configuration)
     var plugins = PluginRegistry()
     var routes = HTTPRoutes()
