@@ -31,8 +31,8 @@ public final class HTTPTestClient: Sendable {
     /// The connection.
     public let connection: LineClient
 
-    /// Connects to `port` on loopback.
-    public init(port: Int, timeoutSeconds: Int = 5) throws {
+    /// Connects to `port` on loopback; reads time out as ``LineClient``'s do.
+    public init(port: Int, timeoutSeconds: Int = 15) throws {
         connection = try LineClient(port: port, timeoutSeconds: timeoutSeconds)
     }
 

@@ -28,9 +28,11 @@ public final class LineClient: @unchecked Sendable {
 
     /// Connects to `host:port`; a send or a read that waits `timeoutSeconds` (times
     /// ``deadlineScale``, as for ``pollUntil(seconds:_:)``: a timeout only detects a hang) fails.
+    /// The default is generous: in a full parallel run under a sanitizer on two cores, an
+    /// answer has taken more than 20 s to come.
     /// `receiveBufferBytes` sets the socket's receive buffer before it connects (a client that
     /// reads little, whose window stays small).
-    public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 5, receiveBufferBytes: Int? = nil) throws {
+    public init(port: Int, host: String = "127.0.0.1", timeoutSeconds: Int = 15, receiveBufferBytes: Int? = nil) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
         if var size = receiveBufferBytes.map(Int32.init(clamping:)) {
