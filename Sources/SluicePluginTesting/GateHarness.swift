@@ -31,7 +31,7 @@ public final class GateHarness: Sendable {
     ) throws {
         let group = try SluiceLoopGroup(loopCount: loops, namePrefix: "harness")
         do {
-            gate = try Gate(group: group, plugins: plugins, options: options, clock: { _ in clock })
+            gate = try Gate(group: group, plugins: plugins, options: options, clock: clock.clock(for:))
         } catch {
             group.shutdownGracefully()
             throw error

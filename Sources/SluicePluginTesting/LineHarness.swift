@@ -38,7 +38,7 @@ public final class LineHarness: Sendable {
         let clock = ManualGateClock()
         let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "line-harness")
         do {
-            gate = try Gate(group: group, plugins: plugins, options: options, clock: { _ in clock })
+            gate = try Gate(group: group, plugins: plugins, options: options, clock: clock.clock(for:))
             server = try LineServer(gate: gate, verbs: verbs, configuration: configuration)
         } catch {
             group.shutdownGracefully()

@@ -7,11 +7,24 @@ import Synchronization
 ///
 /// Timers run on the loop that armed them, in deadline order, when ``advance(by:)`` passes
 /// their deadline; `now` reads as each timer's deadline while it runs.
+///
+/// Give it to a gate through ``clock(for:)`` (`Gate(…, clock: manual.clock(for:))`), so that it
+/// knows the gate's loops: after each timer it fires, ``advance(by:)`` lets every one of them
+/// run what the timer queued before it looks for the next. A timer armed by a caller off the
+/// loops fires on the advancing task, and what it starts (an effect's task, the timer of the
+/// effect's first sleep) runs on the key's loop: without that wait, the sleep could be armed
+/// after the advance has moved the clock past it, and never fire.
 public final class ManualGateClock: GateClock, Sendable {
     private struct State {
         var now: Instant
         var sequence: UInt64 = 0
         var timers: [ManualTimer] = []
+        /// The loops of the gates this clock was given to (weakly: a loop's shard holds the clock).
+        var loops: [WeakLoop] = []
+    }
+
+    private struct WeakLoop {
+        weak var loop: SluiceLoop?
     }
 
     private let state: Mutex<State>
@@ -22,6 +35,16 @@ public final class ManualGateClock: GateClock, Sendable {
     }
 
     public var now: Instant { state.withSanitizedLock { $0.now } }
+
+    /// This clock, for the shard on `loop`: what a gate's `clock` parameter takes. The clock
+    /// remembers `loop`, and ``advance(by:)`` lets it run what each fired timer queued.
+    public func clock(for loop: SluiceLoop) -> any GateClock {
+        state.withSanitizedLock { state in
+            state.loops.removeAll { $0.loop == nil }
+            if !state.loops.contains(where: { $0.loop === loop }) { state.loops.append(WeakLoop(loop: loop)) }
+        }
+        return self
+    }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         state.withSanitizedLock { state in
@@ -38,24 +61,25 @@ public final class ManualGateClock: GateClock, Sendable {
     }
 
     /// Moves the clock forward by `duration`, running every timer that comes due on its loop (in
-    /// deadline order, including timers those timers arm), then lets the loops run what that
-    /// queued.
+    /// deadline order, including timers those timers arm); after each, it lets the loops (those
+    /// of ``clock(for:)`` and those timers ran on) run what the timer queued, so that a timer
+    /// armed meanwhile reads the fired timer's deadline as `now`.
     public func advance(by duration: Duration) async {
         let target = now + duration
-        var loops: [SluiceLoop] = []
+        var timerLoops: [SluiceLoop] = []
         while true {
             while let timer = nextDue(before: target) {
                 if let loop = timer.loop {
-                    if !loops.contains(where: { $0 === loop }) { loops.append(loop) }
+                    if !timerLoops.contains(where: { $0 === loop }) { timerLoops.append(loop) }
                     await loop.submit { timer.fire() }
-                    await settle(loop)
                 } else {
                     timer.fire()
                 }
+                await settle(timerLoops)
             }
             // What the fired timers started may arm more timers due by `target` a few jobs
             // later: settle once more and look again before moving the clock.
-            for loop in loops { await settle(loop) }
+            await settle(timerLoops)
             if nextDueDeadline(before: target) == nil { break }
         }
         state.withSanitizedLock { $0.now = max($0.now, target) }
@@ -95,9 +119,14 @@ public final class ManualGateClock: GateClock, Sendable {
         }
     }
 
-    /// Lets `loop` run the jobs queued so far, and what those queue, a few rounds deep.
-    private func settle(_ loop: SluiceLoop) async {
-        for _ in 0..<8 { await loop.submit {} }
+    /// Lets the loops of ``clock(for:)`` and `timerLoops` run the jobs queued so far, and what
+    /// those queue (on any of them), a few rounds deep.
+    private func settle(_ timerLoops: [SluiceLoop]) async {
+        var loops = state.withSanitizedLock { $0.loops.compactMap(\.loop) }
+        for loop in timerLoops where !loops.contains(where: { $0 === loop }) { loops.append(loop) }
+        for _ in 0..<8 {
+            for loop in loops { await loop.submit {} }
+        }
     }
 }
 

@@ -55,7 +55,7 @@ func withHTTPServer(
     try routes.register(LimitHTTPCodec(limit.plugin), for: limit)
     let page = try plugins.register(PagePlugin(latency: .milliseconds(40), pageSize: 2))
     try routes.register(PageHTTPCodec(page.plugin), for: page)
-    let gate = try Gate(group: group, plugins: plugins, options: GateOptions(shutdownGracePeriod: .zero), clock: { _ in clock })
+    let gate = try Gate(group: group, plugins: plugins, options: GateOptions(shutdownGracePeriod: .zero), clock: clock.clock(for:))
     let front = try HTTPFront(
         gate: gate, routes: routes, configuration: configuration, accounting: accounting,
         metrics: { Array("# metrics\nsluice_test_total 1\n".utf8) })

@@ -114,7 +114,7 @@ private struct Answer: Equatable, CustomStringConvertible {
         let quota = try plugins.register(plugin)
         var routes = HTTPRoutes()
         try routes.register(QuotaHTTPCodec(plugin), for: quota)
-        let gate = try Gate(group: group, plugins: plugins, clock: { _ in clock })
+        let gate = try Gate(group: group, plugins: plugins, clock: clock.clock(for:))
         let front = try HTTPFront(gate: gate, routes: routes, configuration: HTTPFrontConfiguration(http: HTTPConfiguration(port: 0)))
         defer {
             group.shutdownGracefully()

@@ -23,7 +23,7 @@ struct Fixture: Sendable {
     init(_ plugins: PluginRegistry, clock: ManualGateClock = ManualGateClock()) throws {
         group = try SluiceLoopGroup(loopCount: 1)
         self.clock = clock
-        gate = try Gate(group: group, plugins: plugins, clock: { _ in clock })
+        gate = try Gate(group: group, plugins: plugins, clock: clock.clock(for:))
     }
 
     /// Runs `body` against an app serving `router` in `mode`, then shuts the gate down.

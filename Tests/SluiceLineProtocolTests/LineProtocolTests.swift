@@ -52,7 +52,7 @@ func withServer(
     try verbs.register(LimitLineCodec(limit.plugin), for: limit)
     let page = try plugins.register(PagePlugin(latency: .milliseconds(40), pageSize: 2))
     try verbs.register(PageLineCodec(page.plugin), for: page)
-    let gate = try Gate(group: group, plugins: plugins, options: GateOptions(shutdownGracePeriod: .zero), clock: { _ in clock })
+    let gate = try Gate(group: group, plugins: plugins, options: GateOptions(shutdownGracePeriod: .zero), clock: clock.clock(for:))
     let server = try LineServer(gate: gate, verbs: verbs, configuration: configuration)
     do {
         let port = try await server.start()
