@@ -80,9 +80,15 @@ public final class ManualGateClock: GateClock, Sendable {
             // What the fired timers started may arm more timers due by `target` a few jobs
             // later: settle once more and look again before moving the clock.
             await settle(timerLoops)
-            if nextDueDeadline(before: target) == nil { break }
+            // The clock moves only if no timer is due by then, checked under the same lock: a
+            // timer armed between a check and the move would be neither fired nor seen.
+            let moved = state.withSanitizedLock { state -> Bool in
+                if state.timers.contains(where: { !$0.isCancelled && $0.deadline <= target }) { return false }
+                state.now = max(state.now, target)
+                return true
+            }
+            if moved { break }
         }
-        state.withSanitizedLock { $0.now = max($0.now, target) }
     }
 
     /// Drops every timer without running it: for a harness whose loops have stopped, so that
@@ -99,12 +105,6 @@ public final class ManualGateClock: GateClock, Sendable {
     /// callback sees when libevent runs it before the due timers of the same loop iteration.
     public func advanceWithoutFiring(by duration: Duration) {
         state.withSanitizedLock { $0.now = $0.now + duration }
-    }
-
-    private func nextDueDeadline(before target: Instant) -> Instant? {
-        state.withSanitizedLock { state in
-            state.timers.lazy.filter { !$0.isCancelled && $0.deadline <= target }.map(\.deadline).min()
-        }
     }
 
     private func nextDue(before target: Instant) -> ManualTimer? {
