@@ -19,8 +19,15 @@ public final class ManualGateClock: GateClock, Sendable {
         var now: Instant
         var sequence: UInt64 = 0
         var timers: [ManualTimer] = []
-        /// The loops of the gates this clock was given to (weakly: a loop's shard holds the clock).
+        /// The loops of the gates this clock was given to and those timers were armed on
+        /// (weakly: a loop's shard holds the clock).
         var loops: [WeakLoop] = []
+
+        mutating func remember(_ loop: SluiceLoop) {
+            if loops.contains(where: { $0.loop === loop }) { return }
+            loops.removeAll { $0.loop == nil }
+            loops.append(WeakLoop(loop: loop))
+        }
     }
 
     private struct WeakLoop {
@@ -39,17 +46,16 @@ public final class ManualGateClock: GateClock, Sendable {
     /// This clock, for the shard on `loop`: what a gate's `clock` parameter takes. The clock
     /// remembers `loop`, and ``advance(by:)`` lets it run what each fired timer queued.
     public func clock(for loop: SluiceLoop) -> any GateClock {
-        state.withSanitizedLock { state in
-            state.loops.removeAll { $0.loop == nil }
-            if !state.loops.contains(where: { $0.loop === loop }) { state.loops.append(WeakLoop(loop: loop)) }
-        }
+        state.withSanitizedLock { $0.remember(loop) }
         return self
     }
 
     public func schedule(at deadline: Instant, _ body: @escaping @Sendable () -> Void) -> any GateTimer {
         state.withSanitizedLock { state in
             state.sequence += 1
-            let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: SluiceLoop.current, body: body)
+            let loop = SluiceLoop.current
+            if let loop { state.remember(loop) }
+            let timer = ManualTimer(deadline: deadline, sequence: state.sequence, loop: loop, body: body)
             state.timers.append(timer)
             return timer
         }
@@ -62,24 +68,19 @@ public final class ManualGateClock: GateClock, Sendable {
 
     /// Moves the clock forward by `duration`, running every timer that comes due on its loop (in
     /// deadline order, including timers those timers arm); after each, it lets the loops (those
-    /// of ``clock(for:)`` and those timers ran on) run what the timer queued, so that a timer
-    /// armed meanwhile reads the fired timer's deadline as `now`.
+    /// of ``clock(for:)`` and those timers were armed on) run what the timer queued, so that a
+    /// timer armed meanwhile reads the fired timer's deadline as `now`.
     public func advance(by duration: Duration) async {
         let target = now + duration
-        var timerLoops: [SluiceLoop] = []
         while true {
             while let timer = nextDue(before: target) {
                 if let loop = timer.loop {
-                    if !timerLoops.contains(where: { $0 === loop }) { timerLoops.append(loop) }
                     await loop.submit { timer.fire() }
                 } else {
                     timer.fire()
                 }
-                await settle(timerLoops)
+                await settle()
             }
-            // What the fired timers started may arm more timers due by `target` a few jobs
-            // later: settle once more and look again before moving the clock.
-            await settle(timerLoops)
             // The clock moves only if no timer is due by then, checked under the same lock: a
             // timer armed between a check and the move would be neither fired nor seen.
             let moved = state.withSanitizedLock { state -> Bool in
@@ -119,11 +120,10 @@ public final class ManualGateClock: GateClock, Sendable {
         }
     }
 
-    /// Lets the loops of ``clock(for:)`` and `timerLoops` run the jobs queued so far, and what
-    /// those queue (on any of them), a few rounds deep.
-    private func settle(_ timerLoops: [SluiceLoop]) async {
-        var loops = state.withSanitizedLock { $0.loops.compactMap(\.loop) }
-        for loop in timerLoops where !loops.contains(where: { $0 === loop }) { loops.append(loop) }
+    /// Lets the loops the clock knows run the jobs queued so far, and what those queue (on any
+    /// of them), a few rounds deep.
+    private func settle() async {
+        let loops = state.withSanitizedLock { $0.loops.compactMap(\.loop) }
         for _ in 0..<8 {
             for loop in loops { await loop.submit {} }
         }
