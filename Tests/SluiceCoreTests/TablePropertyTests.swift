@@ -8,7 +8,7 @@ import Testing
     /// searched linearly, with the clock hand and the sweep's cursor as plain positions.
     @Test func keyTableMatchesNaiveClockTable() async {
         // (kind, key, lifetime, gap)
-        // Capacities past 12 let the index grow (16 slots at first) while keys come and go.
+        // Capacities up to 60 over 81 keys: evictions, removals and sweeps meet tables of tens of keys.
         let ops = zip(Gen.int(in: 0...10), Gen.int(in: 0...80), Gen.int(in: 0...30), Gen.int(in: 0...5)).array(of: 0...200)
         await propertyCheck(count: 300, input: Gen.int(in: 1...60), Gen.bool, ops) { capacity, refuse, ops in
             var real = try! KeyTable<Int, Expiring>(capacity: capacity, whenFull: refuse ? .refuse : .evict)
