@@ -287,6 +287,7 @@ let package = Package(
             dependencies: builtInPlugins + [
                 "Sluice", "SluiceCore", "SluiceLibevent", "SluicePluginTesting", "SluiceTestSupport", "SluiceLineProtocol",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
         .testTarget(

@@ -14,15 +14,23 @@ final class OutcomeMetrics: Sendable {
     ]
 
     @usableFromInline let counters: [Counter]
-    /// How long effects ran.
-    @usableFromInline let effectDuration: Timer
+    /// How long effects ran; `nil` when the metrics factory in effect when the lane was made
+    /// keeps nothing (swift-metrics' `NOOPMetricsHandler`, before any bootstrap): a timer's
+    /// handler is chosen when it is made, so what it would record is dropped anyway, and an
+    /// effect then costs no clock reads around it.
+    @usableFromInline let effectDuration: Timer?
 
     init(plugin: String) {
+        let factory = MetricsSystem.factory
         counters = Self.labels.map {
-            Counter(label: "sluice_decisions_total", dimensions: [("plugin", plugin), ("outcome", $0)])
+            Counter(label: "sluice_decisions_total", dimensions: [("plugin", plugin), ("outcome", $0)], factory: factory)
         }
-        effectDuration = Timer(
-            label: "sluice_effect_duration_seconds", dimensions: [("plugin", plugin)], preferredDisplayUnit: .seconds)
+        effectDuration =
+            factory is NOOPMetricsHandler
+            ? nil
+            : Timer(
+                label: "sluice_effect_duration_seconds", dimensions: [("plugin", plugin)], preferredDisplayUnit: .seconds,
+                factory: factory)
     }
 
     /// Counts one outcome. Inlinable, so that it is specialized for the plugin's output where

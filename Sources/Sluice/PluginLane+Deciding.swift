@@ -187,8 +187,10 @@ extension PluginLane {
     func runInPlace(
         _ request: GateRequest<Plugin>, rateLimit decision: RateLimitDecision?, limits pass: LimitPass, shard: GateShard
     ) -> GateOutcome<Output>? {
-        // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap.
-        let start = SluiceLoop.monotonicNow().nanoseconds
+        // Read as whole nanoseconds: no `Duration` arithmetic on a path taken for every tap; not
+        // read at all when no metrics backend keeps the duration.
+        let timer = metrics.effectDuration
+        let start = timer == nil ? 0 : SluiceLoop.monotonicNow().nanoseconds
         let result: Result<Output, any Error>
         do {
             // The context is a temporary of the call: the references it copies (key, effect ID,
@@ -203,7 +205,7 @@ extension PluginLane {
         } catch {
             result = .failure(error)
         }
-        metrics.effectDuration.recordNanoseconds(SluiceLoop.monotonicNow().nanoseconds &- start)
+        timer?.recordNanoseconds(SluiceLoop.monotonicNow().nanoseconds &- start)
         // It has ended: its concurrency slots are free again.
         endLimits(pass)
         return outcome(result, reason: nil, source: .executed, rateLimit: decision, limits: pass.reports)

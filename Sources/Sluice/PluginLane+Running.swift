@@ -139,21 +139,21 @@ extension PluginLane {
         } ?? shard.isDraining
     }
 
-    /// The body of an execution's task: runs the effect, records its duration, and reports its
-    /// end to the shard.
+    /// The body of an execution's task: runs the effect, records its duration (when a metrics
+    /// backend keeps it), and reports its end to the shard.
     @inlinable
     static func runEffect(
         _ storage: PluginHandleStorage<Plugin>, _ input: Plugin.Input, context: EffectContext, token: EventToken,
-        duration: Timer
+        duration: Timer?
     ) async {
         let result: Result<Output, any Error>
-        let start = ContinuousClock.now
+        let start = duration == nil ? nil : ContinuousClock.now
         do {
             result = .success(try await storage.plugin.run(input, context: context))
         } catch {
             result = .failure(error)
         }
-        duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped)
+        if let duration, let start { duration.recordNanoseconds((ContinuousClock.now - start).nanosecondsClamped) }
         context.shard.effectEnded(lane: context.lane, execution: token, plugin: Plugin.self, result: result)
     }
 

@@ -1,3 +1,5 @@
+import CoreMetrics
+import MetricsTestKit
 import Sluice
 import SluiceButtonTap
 import SluicePluginTesting
@@ -52,5 +54,24 @@ import Testing
         #expect(await harness.gate.submit(handle, "throw").kind == "failed")
         let statistics = await harness.gate.statistics()
         #expect(statistics.executions == 0 && statistics.waiters == 0)
+    }
+
+    /// With a metrics backend, `sluice_effect_duration_seconds{plugin}` gets one value per
+    /// effect, run in place or as a task (without one, the gate skips the clock reads).
+    @Test func effectDurationsAreRecordedWithAMetricsBackend() async throws {
+        let metrics = TestMetrics()
+        try await withMetricsFactory(metrics) {
+            let plugin = Counter(policy: .unrestricted)
+            var plugins = PluginRegistry()
+            let handle = try plugins.register(plugin)
+            let harness = try GateHarness(plugins: plugins)
+            defer { harness.shutdown() }
+            #expect(await harness.gate.submit(handle, "key").output == 1)
+            #expect(await harness.gate.submit(handle, "task").output == 1)
+            #expect(await harness.gate.submit(handle, "key").output == 2)
+            let timer = try metrics.expectTimer("sluice_effect_duration_seconds", [("plugin", "counter")])
+            #expect(timer.values.count == 3)
+            #expect(timer.values.allSatisfy { $0 >= 0 })
+        }
     }
 }
