@@ -56,11 +56,21 @@ public struct ConcurrencyLimitTable<Key: Hashable> {
     /// - Precondition: `hash == KeySlotPrefetcher.hash(key)`.
     @inlinable
     public mutating func acquire(key: Key, hash: UInt32, now: Instant) throws(SluiceError) -> (allowed: Bool, inFlight: Int) {
+        let taken = try acquireEntry(key: key, hash: hash, now: now)
+        return (taken.allowed, taken.inFlight)
+    }
+
+    /// ``acquire(key:hash:now:)``, also returning the key's entry: a hint for
+    /// ``release(key:hint:)``.
+    @inlinable
+    public mutating func acquireEntry(
+        key: Key, hash: UInt32, now: Instant
+    ) throws(SluiceError) -> (allowed: Bool, inFlight: Int, entry: KeyTable<Key, ConcurrencyState>.Index) {
         let slot = try table.lookup(key, hash: hash, now: now, orInsert: ConcurrencyState())
         let inFlight = table[slot.index].inFlight
-        guard inFlight < limit else { return (false, inFlight) }
+        guard inFlight < limit else { return (false, inFlight, slot.index) }
         table[slot.index].inFlight = inFlight + 1
-        return (true, inFlight + 1)
+        return (true, inFlight + 1, slot.index)
     }
 
     /// How many executions of `key` are in flight.
@@ -73,6 +83,14 @@ public struct ConcurrencyLimitTable<Key: Hashable> {
     @inlinable
     public mutating func release(key: Key) {
         guard let index = table.index(of: key) else { return }
+        table[index].inFlight = Swift.max(0, table[index].inFlight - 1)
+    }
+
+    /// ``release(key:)``, looking for the key first at `hint`, the entry
+    /// ``acquireEntry(key:hash:now:)`` returned (see ``KeyTable/index(of:hint:)``).
+    @inlinable
+    public mutating func release(key: Key, hint: KeyTable<Key, ConcurrencyState>.Index) {
+        guard let index = table.index(of: key, hint: hint) else { return }
         table[index].inFlight = Swift.max(0, table[index].inFlight - 1)
     }
 

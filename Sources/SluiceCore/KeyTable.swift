@@ -341,6 +341,16 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         return found >= 0 ? Index(found) : nil
     }
 
+    /// The entry for `key`, looked for first at `hint` (an index this table gave for `key`
+    /// earlier, which a removal since may have moved to another entry), without marking it
+    /// visited or expiring it. A hint that still holds `key` costs no hashing and no probe.
+    @inlinable
+    public func index(of key: Key, hint: Index) -> Index? {
+        let raw = Int(hint.raw)
+        if raw >= 0, raw < entries.count, entries[raw].key == key { return hint }
+        return index(of: key)
+    }
+
     /// The state at `index`.
     @inlinable
     public subscript(index: Index) -> Value {

@@ -97,7 +97,7 @@ public struct LimitChain<Key: Hashable> {
                 }
                 let keyHash = hash ?? KeySlotPrefetcher.hash(key)
                 hashes[index] = keyHash
-                let verdict: StageVerdict
+                let verdict: (verdict: StageVerdict, entry: Int32)
                 do {
                     verdict = try decide(stage: index, key: key, hash: keyHash, cost: cost, now: now)
                 } catch {
@@ -106,9 +106,9 @@ public struct LimitChain<Key: Hashable> {
                     admission.result = .busy(stage: index)
                     return
                 }
-                admission.verdicts.append(verdict)
-                if verdict.allowed {
-                    admission.hold.insert(index)
+                admission.verdicts.append(verdict.verdict)
+                if verdict.verdict.allowed {
+                    admission.hold.insert(index, entry: verdict.entry)
                 } else if stages[index].shadow {
                     admission.shadowRefusals.append(index)
                 } else {
@@ -127,14 +127,29 @@ public struct LimitChain<Key: Hashable> {
         !rates.isEmpty
     }
 
+    /// Stage `index`'s verdict, and for a concurrency stage the key's entry in its table (else
+    /// -1), which the hold keeps as a hint for the release.
     @inlinable
-    mutating func decide(stage index: Int, key: Key, hash: UInt32, cost: Int, now: Instant) throws(SluiceError) -> StageVerdict {
+    mutating func decide(
+        stage index: Int, key: Key, hash: UInt32, cost: Int, now: Instant
+    ) throws(SluiceError) -> (verdict: StageVerdict, entry: Int32) {
         switch places[index] {
         case .rate(let table):
-            return .rate(try rates[table].check(key: key, hash: hash, now: now, quantity: cost))
+            return (.rate(try rates[table].check(key: key, hash: hash, now: now, quantity: cost)), -1)
         case .concurrency(let table):
-            let taken = try slots[table].acquire(key: key, hash: hash, now: now)
-            return .concurrency(limit: slots[table].limit, inFlight: taken.inFlight, allowed: taken.allowed)
+            let taken = try slots[table].acquireEntry(key: key, hash: hash, now: now)
+            return (.concurrency(limit: slots[table].limit, inFlight: taken.inFlight, allowed: taken.allowed), taken.entry.raw)
+        }
+    }
+
+    /// Frees the slot stage `index` (a concurrency stage, table `table`) took for `key`, found
+    /// through the hold's hint when it has one.
+    @inlinable
+    mutating func releaseSlot(table: Int, stage index: Int, key: Key, hold: ChainHold) {
+        if let entry = hold.entry(of: index) {
+            slots[table].release(key: key, hint: KeyTable<Key, ConcurrencyState>.Index(entry))
+        } else {
+            slots[table].release(key: key)
         }
     }
 
@@ -146,7 +161,7 @@ public struct LimitChain<Key: Hashable> {
         for index in places.indices where hold.contains(index) {
             switch places[index] {
             case .rate(let table): rates[table].refund(key: keys[index], quantity: cost, now: now)
-            case .concurrency(let table): slots[table].release(key: keys[index])
+            case .concurrency(let table): releaseSlot(table: table, stage: index, key: keys[index], hold: hold)
             }
         }
     }
@@ -157,7 +172,9 @@ public struct LimitChain<Key: Hashable> {
     public mutating func release(_ hold: ChainHold, keys: [Key]) {
         guard !hold.isEmpty else { return }
         for index in places.indices where hold.contains(index) {
-            if case .concurrency(let table) = places[index] { slots[table].release(key: keys[index]) }
+            if case .concurrency(let table) = places[index] {
+                releaseSlot(table: table, stage: index, key: keys[index], hold: hold)
+            }
         }
     }
 
@@ -188,13 +205,26 @@ public struct LimitChain<Key: Hashable> {
 }
 
 /// The stages of a chain whose part a request holds (GCRA units spent, concurrency slots taken).
+///
+/// For the first ``hintedStages`` stages it also keeps where a concurrency stage's table had the
+/// key when the slot was taken, so that freeing the slot need not hash and look the key up
+/// again. That is a hint, checked against the key when used (a removal of another key may
+/// have moved the entry), and no part of what the hold is: two holds of the same stages are
+/// equal.
 public struct ChainHold: Hashable, Sendable {
     @usableFromInline var bits: UInt32
+    /// The entry of each of the first stages in its table, -1 when none is kept.
+    @usableFromInline var entries: SIMD4<Int32>
+
+    /// How many of the first stages keep a hint.
+    @inlinable
+    public static var hintedStages: Int { 4 }
 
     /// Nothing held.
     @inlinable
     public init() {
         bits = 0
+        entries = SIMD4(repeating: -1)
     }
 
     /// Whether stage `index` is held.
@@ -205,9 +235,30 @@ public struct ChainHold: Hashable, Sendable {
     @inlinable
     public mutating func insert(_ index: Int) { bits |= 1 << UInt32(index) }
 
+    /// Marks stage `index` held, its key at `entry` of the stage's table (-1: not kept).
+    @inlinable
+    mutating func insert(_ index: Int, entry: Int32) {
+        insert(index)
+        if index < Self.hintedStages { entries[index] = entry }
+    }
+
+    /// Where stage `index`'s table had the key when the stage was taken, if kept.
+    @inlinable
+    func entry(of index: Int) -> Int32? {
+        guard index < Self.hintedStages, entries[index] >= 0 else { return nil }
+        return entries[index]
+    }
+
     /// Whether nothing is held.
     @inlinable
     public var isEmpty: Bool { bits == 0 }
+
+    /// Two holds are equal when they hold the same stages (the hints are not compared).
+    @inlinable
+    public static func == (lhs: ChainHold, rhs: ChainHold) -> Bool { lhs.bits == rhs.bits }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) { hasher.combine(bits) }
 }
 
 /// What a ``LimitChain`` decided about one request.

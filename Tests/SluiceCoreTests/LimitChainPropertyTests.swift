@@ -57,6 +57,10 @@ import Testing
                     case .busy:
                         Issue.record("a table of 64 keys refused one of three keys")
                     }
+                case 9:
+                    // Idle keys leave the tables: a removal moves another key's entry, so a
+                    // slot taken before is freed through a stale hint.
+                    real.sweep(now: now, maxEntries: 64)
                 default:
                     guard !running.isEmpty else { continue }
                     let ended = running.remove(at: seed % running.count)
@@ -98,6 +102,28 @@ import Testing
         #expect(chain.peek(stage: 0, key: "a", now: now) == remaining)
         chain.release(first.hold, keys: ["a", "a"])
         #expect(chain.peek(stage: 1, key: "a", now: now) == .concurrency(limit: 1, inFlight: 0, allowed: true))
+    }
+
+    /// A hold remembers where the concurrency stage's table had its key. Once a removal moved
+    /// that entry and another key took its place, the release still frees the hold's own key.
+    @Test func aReleaseThroughAStaleEntryFreesItsOwnKey() throws {
+        var chain = try LimitChain<String>(
+            stages: [ChainStage(name: "in-flight", limit: .concurrency(2))], budget: .entries(16))
+        let now = Instant(nanoseconds: 1_000_000_000)
+        let x = chain.admit(keys: ["x"], cost: 1, now: now)
+        let a = chain.admit(keys: ["a"], cost: 1, now: now)
+        #expect(x.result == .admitted && a.result == .admitted)
+        // "x" ends and leaves the table: "a" moves into its entry, and "z" takes the one "a" had.
+        chain.release(x.hold, keys: ["x"])
+        chain.sweep(now: now, maxEntries: 16)
+        #expect(chain.keyCount == 1)
+        let z = chain.admit(keys: ["z"], cost: 1, now: now)
+        #expect(z.result == .admitted)
+        chain.release(a.hold, keys: ["a"])
+        #expect(chain.peek(stage: 0, key: "a", now: now) == .concurrency(limit: 2, inFlight: 0, allowed: true))
+        #expect(chain.peek(stage: 0, key: "z", now: now) == .concurrency(limit: 2, inFlight: 1, allowed: true))
+        // Holds of the same stages are equal, whatever entries they remember.
+        #expect(a.hold == z.hold)
     }
 
     @Test func stageNamesAndLimitsAreValidated() {
