@@ -29,11 +29,13 @@ public struct ChainedPlugin: GatePlugin {
     public let policy = GatePolicy.unrestricted
     public let limits: [LimitStage<ChainedCall>]
 
+    /// The plugin with its three limits, or, when `withLimits` is `false`, with none: the same
+    /// requests and effect without the chain, the floor under what the chain itself costs.
     @inlinable
-    public init() throws {
+    public init(withLimits: Bool = true) throws {
         // Rates no benchmark reaches: every request is admitted.
         let rate = try RateLimitOptions(count: 1_000_000_000, per: .seconds(1), burst: 1_000_000)
-        limits = [
+        limits = !withLimits ? [] : [
             try .rate("account", rate) { $0.account },
             try .rate("address", rate) { $0.address },
             try .concurrency("account-in-flight", limit: 4) { $0.account },

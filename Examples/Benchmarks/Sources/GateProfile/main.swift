@@ -4,7 +4,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|million-decision|runs|warm-runs|replay|pay|chain|task|await [count]
+// Usage: gate-profile throttled|million|million-decision|runs|warm-runs|replay|pay|chain|unchained|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -12,7 +12,7 @@ let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "profile")
 var plugins = PluginRegistry()
 let tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
 let pay = try plugins.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
-let chain = try plugins.register(try ChainedPlugin(), budget: .bytes(64 << 20))
+let chain = try plugins.register(try ChainedPlugin(withLimits: mode != "unchained"), budget: .bytes(64 << 20))
 let gate = try Gate(group: group, plugins: plugins)
 let taps = (0..<(mode == "runs" ? count : 1_000)).map { gate.request(tap, mode == "runs" ? "fresh:\($0)" : "user:\($0)") }
 let pays = (0..<1_000).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0)", idem: "idem-\($0)", amount: 100)) }
@@ -85,8 +85,9 @@ case "million-decision":
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)
-case "chain":
-    // As GateBenchmarks' "chain GCRA per account → GCRA per address → concurrency per account".
+case "chain", "unchained":
+    // As GateBenchmarks' "chain GCRA per account → GCRA per address → concurrency per account";
+    // `unchained` runs the same plugin without its limits.
     let calls = (0..<1_000).map { gate.request(chain, ChainedCall.numbered($0)) }
     await run(calls, calls.count, report: false)
     await run(calls, count)
