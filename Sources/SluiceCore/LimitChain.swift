@@ -213,7 +213,9 @@ public struct LimitChain<Key: Hashable> {
 /// equal.
 public struct ChainHold: Hashable, Sendable {
     @usableFromInline var bits: UInt32
-    /// The entry of each of the first stages in its table, -1 when none is kept.
+    /// The entry of each of the first stages in its table, -1 when none is kept. A vector, so
+    /// a hold is 32 bytes, aligned to 16; kept as four plain fields (20 bytes) instead, the
+    /// chain benchmark (gate-profile chain) ran about a tenth slower.
     @usableFromInline var entries: SIMD4<Int32>
 
     /// How many of the first stages keep a hint.
