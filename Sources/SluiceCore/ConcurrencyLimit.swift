@@ -82,15 +82,15 @@ public struct ConcurrencyLimitTable<Key: Hashable> {
     /// Gives back a slot of `key` (its execution ended, or a later stage refused the request).
     @inlinable
     public mutating func release(key: Key) {
-        guard let index = table.index(of: key) else { return }
-        table[index].inFlight = Swift.max(0, table[index].inFlight - 1)
+        release(key: key, hint: nil)
     }
 
-    /// ``release(key:)``, looking for the key first at `hint`, the entry
+    /// ``release(key:)``, looking for the key first at `hint`, when given: the entry
     /// ``acquireEntry(key:hash:now:)`` returned (see ``KeyTable/index(of:hint:)``).
     @inlinable
-    public mutating func release(key: Key, hint: KeyTable<Key, ConcurrencyState>.Index) {
-        guard let index = table.index(of: key, hint: hint) else { return }
+    public mutating func release(key: Key, hint: KeyTable<Key, ConcurrencyState>.Index?) {
+        let found = if let hint { table.index(of: key, hint: hint) } else { table.index(of: key) }
+        guard let index = found else { return }
         table[index].inFlight = Swift.max(0, table[index].inFlight - 1)
     }
 

@@ -146,11 +146,7 @@ public struct LimitChain<Key: Hashable> {
     /// through the hold's hint when it has one.
     @inlinable
     mutating func releaseSlot(table: Int, stage index: Int, key: Key, hold: ChainHold) {
-        if let entry = hold.entry(of: index) {
-            slots[table].release(key: key, hint: KeyTable<Key, ConcurrencyState>.Index(entry))
-        } else {
-            slots[table].release(key: key)
-        }
+        slots[table].release(key: key, hint: hold.entry(of: index).map { KeyTable<Key, ConcurrencyState>.Index($0) })
     }
 
     /// Gives back everything `hold` took: each GCRA stage's `cost` (subtracted, see
