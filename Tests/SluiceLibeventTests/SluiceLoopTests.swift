@@ -1,6 +1,7 @@
 import Foundation
 import SluiceCore
 import SluiceLibevent
+import SluiceTestSupport
 import Synchronization
 import Testing
 
@@ -212,11 +213,15 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
 
         #expect(ran.load(ordering: .relaxed) == 1_000)
         #expect(loop.isShutDown)
-        // The thread has been joined: the kernel no longer lists it in this process. Its id may
+        // The thread has been joined: soon the kernel no longer lists it in this process.
+        // `pthread_join` returns once the exiting thread's id is cleared, early in its exit, and
+        // /proc may list the exiting thread a little longer: polled, with a deadline. Its id may
         // already belong to another test's new thread (ids are reused at once), so a thread
         // listed under it must at least not be the loop's (threads are named after their loop).
-        let comm = (try? String(contentsOfFile: "/proc/self/task/\(loopThread)/comm", encoding: .utf8)) ?? ""
-        #expect(comm.trimmingCharacters(in: .whitespacesAndNewlines) != "shutdown")
+        try await pollUntil {
+            let comm = (try? String(contentsOfFile: "/proc/self/task/\(loopThread)/comm", encoding: .utf8)) ?? ""
+            return comm.trimmingCharacters(in: .whitespacesAndNewlines) != "shutdown"
+        }
         // Later work is refused, not silently dropped.
         #expect(!loop.executeIfRunning {})
         // A second shutdown is harmless.
