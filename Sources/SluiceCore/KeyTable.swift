@@ -1,3 +1,5 @@
+import CSluiceCacheHints
+
 /// Per-key state a ``KeyTable`` can hold and expire.
 public protocol KeyedState {
     /// True when the state no longer matters at `now`: dropping it (or replacing it with a fresh
@@ -579,7 +581,20 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         slots[probe(key, hash: hash).position] = Self.slot(entry: entry, hash: hash)
         hand = Int(entry) + 1
         counters.inserted &+= 1
+        prefetchCandidateSlot()
         return (replaced.key, replaced.value)
+    }
+
+    /// Starts loading the index slot where the entry at the clock hand has its home: the next
+    /// replacement most often takes that entry, and finding its slot is then a miss from memory
+    /// (the entry itself, next in line, is streamed in by the hardware). A hint: the hand may
+    /// pass the entry first, and nothing depends on it.
+    @inlinable
+    func prefetchCandidateSlot() {
+        guard hand < entries.count else { return }
+        slots.withUnsafeBufferPointer { slots in
+            sluice_prefetch(UInt(bitPattern: slots.baseAddress) &+ UInt(Int(entries[hand].hash) & mask) &* UInt(MemoryLayout<UInt32>.stride))
+        }
     }
 
     /// Entries examined for an idle key ahead of the clock's candidate before a live key is

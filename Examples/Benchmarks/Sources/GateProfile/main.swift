@@ -4,7 +4,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|million-decision|runs|warm-runs|replay|pay|chain|unchained|task|await [count]
+// Usage: gate-profile throttled|million|million-decision|flood-decision|runs|warm-runs|replay|pay|chain|unchained|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -82,6 +82,29 @@ case "million-decision":
     }
     let elapsed = ContinuousClock.now - start
     print("million-decision: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per decision (\(throttled) throttled)")
+case "flood-decision":
+    // A flood of keys never seen through a throttle table full of keys: each new key takes an
+    // idle key's entry (about one entry in nine still in its window), as a flood of unique
+    // keys meets a table that has filled; the table alone, no gate.
+    var table = try ThrottleTable<String>(options: try ThrottleOptions(interval: .milliseconds(40)), budget: .bytes(16 << 20))
+    let keys = (0..<2_000_000).map { "flood:\($0)" }
+    var n = 0
+    func flood(_ events: Int) throws -> Int {
+        var ran = 0
+        for _ in 0..<events {
+            // One key a microsecond: 40,000 keys in a window.
+            if case .run = try table.event(EventToken(UInt64(n)), key: keys[n % keys.count], now: Instant(nanoseconds: Int64(n) &* 1_000)).decision {
+                ran += 1
+            }
+            n += 1
+        }
+        return ran
+    }
+    _ = try flood(1_000_000)  // full, evicting
+    let start = ContinuousClock.now
+    let ran = try flood(count)
+    let elapsed = ContinuousClock.now - start
+    print("flood-decision: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per decision (\(ran) ran, \(table.table.count) keys held)")
 case "pay":
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
     await run(fresh, count)
