@@ -111,7 +111,9 @@ public final class Gate: Service, Sendable {
     /// same in every process.
     @inlinable
     public func shardIndex(forKey key: String) -> Int {
-        Int(StableHash.of(key) % UInt64(shards.count))
+        // One shard owns every key: no hash.
+        guard shards.count > 1 else { return 0 }
+        return Int(StableHash.of(key) % UInt64(shards.count))
     }
 
     /// The loop that owns `key`.

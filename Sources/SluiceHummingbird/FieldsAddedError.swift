@@ -14,8 +14,20 @@ struct FieldsAddedError: HTTPResponseError {
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = try original.response(from: request, context: context)
-        for field in fields { response.headers[field.name] = field.value }
+        Self.add(fields, to: &response.headers)
         return response
+    }
+
+    /// Puts `fields` in `headers`, each in place of any field of its name there: appended as they
+    /// are when the name is absent (as it mostly is), without making and checking them again.
+    static func add(_ fields: HTTPFields, to headers: inout HTTPFields) {
+        for field in fields {
+            if headers.contains(field.name) {
+                headers[fields: field.name] = [field]
+            } else {
+                headers.append(field)
+            }
+        }
     }
 
     /// Runs `body`; an `HTTPResponseError` it throws leaves with `fields` added, any other error
@@ -23,7 +35,7 @@ struct FieldsAddedError: HTTPResponseError {
     static func adding(_ fields: HTTPFields, _ body: () async throws -> Response) async throws -> Response {
         do {
             var response = try await body()
-            for field in fields { response.headers[field.name] = field.value }
+            add(fields, to: &response.headers)
             return response
         } catch let error as any HTTPResponseError {
             throw FieldsAddedError(original: error, fields: fields)

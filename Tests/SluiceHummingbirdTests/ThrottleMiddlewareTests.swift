@@ -41,5 +41,31 @@ import Testing
             #expect(runs.current == 3)
         }
     }
+
+    /// The rule's fields replace the route's own fields of the same names, once each, and leave
+    /// its other fields as they were.
+    @Test(arguments: testModes)
+    func theRulesFieldsReplaceTheRoutesOwnOfTheSameName(mode: ServingMode) async throws {
+        var plugins = PluginRegistry()
+        let likes = try ThrottleRule(name: "like", window: .seconds(1), in: &plugins)
+        let fixture = try Fixture(plugins, clock: ManualGateClock())
+        let router = Router()
+        router.group("like")
+            .add(middleware: ThrottleMiddleware(likes, gate: fixture.gate) { _, context in context.parameters.get("post") })
+            .post(":post") { _, _ in
+                var headers = HTTPFields()
+                headers[.rateLimitForTests] = #""route";r=5;t=9"#
+                headers.append(HTTPField(name: .rateLimitForTests, value: #""route-2";r=1;t=1"#))
+                headers[.cacheControl] = "no-store"
+                return Response(status: .ok, headers: headers)
+            }
+        try await fixture.test(router, mode) { client in
+            let answer = try await client.send(.post, "/like/7")
+            #expect(answer.status == .ok)
+            #expect(answer.headers[values: .rateLimitForTests] == [#""like";r=0;t=1"#])
+            #expect(answer.headers[values: .rateLimitPolicyForTests] == [#""like";q=1;w=1"#])
+            #expect(answer.headers[.cacheControl] == "no-store")
+        }
+    }
 }
 #endif
