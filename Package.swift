@@ -94,6 +94,7 @@ let package = Package(
         .target(
             name: "Sluice",
             dependencies: [
+                "CSluiceCacheHints",
                 "SluiceCore",
                 "SluiceLibevent",
                 .product(name: "Logging", package: "swift-log"),
