@@ -10,12 +10,13 @@ let package = Package(
     name: "SluiceBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "Sluice", path: "../.."),
+        .package(name: "Sluice", path: "../..", traits: ["Hummingbird"]),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // MARK: Policy decisions (package-benchmark)
@@ -72,6 +73,26 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/HummingbirdTap",
+            swiftSettings: [
+                .swiftLanguageMode(.v6),
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+            ]
+        ),
+
+        // MARK: What ThrottleMiddleware adds to a request, in process (no sockets)
+        .executableTarget(
+            name: "hummingbird-middleware-profile",
+            dependencies: [
+                .product(name: "Sluice", package: "Sluice"),
+                .product(name: "SluiceHummingbird", package: "Sluice"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "Sources/HummingbirdMiddlewareProfile",
             swiftSettings: [
                 .swiftLanguageMode(.v6),
                 .enableUpcomingFeature("ExistentialAny"),
