@@ -11,8 +11,8 @@ static inline __attribute__((always_inline)) void sluice_prefetch(uintptr_t addr
 }
 
 /// Tells the processor that this thread is waiting in a spin loop (x86's `pause`, Arm's
-/// `yield`): the loop then takes less power and leaves more of the core to its sibling thread,
-/// and leaving it costs no pipeline flush when the awaited write comes. A hint only.
+/// `yield`): the loop then leaves more of the core to its sibling thread, and on x86 it takes
+/// less power and leaving it costs no pipeline flush when the awaited write comes. A hint only.
 static inline __attribute__((always_inline)) void sluice_spin_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
