@@ -1,5 +1,3 @@
-import CSluiceCacheHints
-
 /// Per-key state a ``KeyTable`` can hold and expire.
 public protocol KeyedState {
     /// True when the state no longer matters at `now`: dropping it (or replacing it with a fresh
@@ -306,6 +304,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     }
 
     /// A prefetcher for this table's index (see ``KeySlotPrefetcher``).
+    @inlinable
     public var slotPrefetcher: KeySlotPrefetcher {
         KeySlotPrefetcher(base: slots.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }, mask: mask)
     }
@@ -592,9 +591,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @inlinable
     func prefetchCandidateSlot() {
         guard hand < entries.count else { return }
-        slots.withUnsafeBufferPointer { slots in
-            sluice_prefetch(UInt(bitPattern: slots.baseAddress) &+ UInt(Int(entries[hand].hash) & mask) &* UInt(MemoryLayout<UInt32>.stride))
-        }
+        slotPrefetcher.prefetch(hash: entries[hand].hash)
     }
 
     /// Entries examined for an idle key ahead of the clock's candidate before a live key is
