@@ -6,6 +6,14 @@ import PackageDescription
 ///
 /// Run: `swift package --scratch-path ../../.build-bench benchmark --target PolicyBenchmarks`
 /// Memory figures: `swift run --scratch-path ../../.build-bench -c release sluice-keymem`
+/// The settings of the targets written to the root package's rules (Swift 6, `ExistentialAny`,
+/// `MemberImportVisibility`).
+let strictSwift: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
 let package = Package(
     name: "SluiceBenchmarks",
     platforms: [.macOS(.v15)],
@@ -38,11 +46,7 @@ let package = Package(
                 .product(name: "SluiceLibevent", package: "Sluice"),
             ],
             path: "Benchmarks/LoopBenchmarks",
-            swiftSettings: [
-                .swiftLanguageMode(.v6),
-                .enableUpcomingFeature("ExistentialAny"),
-                .enableUpcomingFeature("MemberImportVisibility"),
-            ],
+            swiftSettings: strictSwift,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
 
@@ -55,11 +59,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/NIOEcho",
-            swiftSettings: [
-                .swiftLanguageMode(.v6),
-                .enableUpcomingFeature("ExistentialAny"),
-                .enableUpcomingFeature("MemberImportVisibility"),
-            ]
+            swiftSettings: strictSwift
         ),
 
         // MARK: Hummingbird 2 POST /tap/<key> (the HTTP baseline)
@@ -73,11 +73,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/HummingbirdTap",
-            swiftSettings: [
-                .swiftLanguageMode(.v6),
-                .enableUpcomingFeature("ExistentialAny"),
-                .enableUpcomingFeature("MemberImportVisibility"),
-            ]
+            swiftSettings: strictSwift
         ),
 
         // MARK: What ThrottleMiddleware adds to a request, in process (no sockets)
@@ -93,11 +89,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             path: "Sources/HummingbirdMiddlewareProfile",
-            swiftSettings: [
-                .swiftLanguageMode(.v6),
-                .enableUpcomingFeature("ExistentialAny"),
-                .enableUpcomingFeature("MemberImportVisibility"),
-            ]
+            swiftSettings: strictSwift
         ),
 
         // MARK: The plugins the gate benchmarks and gate-profile share
@@ -105,11 +97,7 @@ let package = Package(
             name: "GateBenchPlugins",
             dependencies: [.product(name: "Sluice", package: "Sluice")],
             path: "Sources/GateBenchPlugins",
-            swiftSettings: [
-                .swiftLanguageMode(.v6),
-                .enableUpcomingFeature("ExistentialAny"),
-                .enableUpcomingFeature("MemberImportVisibility"),
-            ]
+            swiftSettings: strictSwift
         ),
 
         // MARK: Gate decisions per second on one loop (package-benchmark)
