@@ -4,7 +4,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|million-decision|flood-decision|runs|warm-runs|replay|pay|chain|unchained|task|await [count]
+// Usage: gate-profile throttled|million|million-decision|flood-decision|runs|warm-runs|replay|pay|pay-complete|chain|unchained|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -26,8 +26,12 @@ func run<P: GatePlugin>(_ requests: [GateRequest<P>], _ count: Int, report: Bool
         return ContinuousClock.now - start
     }
     if report, count > 0 {
-        print("\(mode): \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per request")
+        print("\(mode): \(nanoseconds(elapsed, per: count)) ns per request")
     }
+}
+/// `elapsed` in nanoseconds per one of `count` requests.
+func nanoseconds(_ elapsed: Duration, per count: Int) -> Double {
+    Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)
 }
 switch mode {
 case "await":
@@ -38,7 +42,7 @@ case "await":
         for index in 0..<count { _ = await gate.submit(taps[index % taps.count]) }
         return ContinuousClock.now - start
     }.value
-    print("await: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per request")
+    print("await: \(nanoseconds(elapsed, per: count)) ns per request")
 case "task":
     // The floor of an effect: an empty task started immediately on the loop.
     let loop = group.loops[0]
@@ -49,7 +53,7 @@ case "task":
         }
         return ContinuousClock.now - start
     }
-    print("task: \(Double(elapsed.components.attoseconds / 1_000_000_000) / Double(count)) ns per Task.immediate")
+    print("task: \(nanoseconds(elapsed, per: count)) ns per Task.immediate")
 case "runs":
     await run(taps, count)
 case "warm-runs":
@@ -81,7 +85,7 @@ case "million-decision":
         }
     }
     let elapsed = ContinuousClock.now - start
-    print("million-decision: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per decision (\(throttled) throttled)")
+    print("million-decision: \(nanoseconds(elapsed, per: count)) ns per decision (\(throttled) throttled)")
 case "flood-decision":
     // A flood of keys never seen through a throttle table full of keys: each new key takes an
     // idle key's entry (about one entry in nine still in its window), as a flood of unique
@@ -104,10 +108,20 @@ case "flood-decision":
     let start = ContinuousClock.now
     let ran = try flood(count)
     let elapsed = ContinuousClock.now - start
-    print("flood-decision: \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per decision (\(ran) ran, \(table.table.count) keys held)")
-case "pay":
+    print("flood-decision: \(nanoseconds(elapsed, per: count)) ns per decision (\(ran) ran, \(table.table.count) keys held)")
+case "pay", "pay-complete":
+    // `pay` times the submissions of new payments; `pay-complete`, as GateBenchmarks' "PAY new
+    // record", times them until every payment's effect has ended.
     let fresh = (0..<count).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
-    await run(fresh, count)
+    if mode == "pay" {
+        await run(fresh, count)
+    } else {
+        let start = ContinuousClock.now
+        await run(fresh, count, report: false)
+        while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+        let elapsed = ContinuousClock.now - start
+        print("pay-complete: \(nanoseconds(elapsed, per: count)) ns per payment")
+    }
 case "chain", "unchained":
     // As GateBenchmarks' "chain GCRA per account → GCRA per address → concurrency per account";
     // `unchained` runs the same plugin without its limits.
