@@ -271,7 +271,7 @@ extension PluginLane {
             }
             return
         }
-        waiters.remove(waiter)
+        waiters.delete(waiter)
         release(Self.waiterBytes)
         shard.finishEntry(waiter)
         deliver(completion, outcome, shard: shard)
@@ -303,7 +303,7 @@ extension PluginLane {
     @inlinable
     func answerHeld(_ token: EventToken, with outcome: GateOutcome<Output>, shard: GateShard) {
         guard let execution = executions[token], case .held = execution.state else { return }
-        executions.remove(token)
+        executions.delete(token)
         release(Self.executionBytes)
         // It never ran: everything it took from the limits goes back.
         endLimits(of: execution, now: shard.now)

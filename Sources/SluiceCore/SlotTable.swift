@@ -9,7 +9,7 @@
 /// removing allocate nothing once the table has grown to its working set.
 public struct SlotTable<Key: Hashable, Value> {
     @usableFromInline var index: [Key: Int32] = [:]
-    @usableFromInline var slots: ContiguousArray<Value?> = []
+    @usableFromInline var slots: ContiguousArray<Slot?> = []
     @usableFromInline var free: [Int32] = []
 
     /// An empty table.
@@ -28,7 +28,7 @@ public struct SlotTable<Key: Hashable, Value> {
     @inlinable
     public subscript(key: Key) -> Value? {
         guard let slot = index[key] else { return nil }
-        return slots[Int(slot)]
+        return slots[Int(slot)]?.value
     }
 
     /// Whether it holds a value for `key`.
@@ -46,11 +46,11 @@ public struct SlotTable<Key: Hashable, Value> {
         if let existing = index.updateValue(fresh, forKey: key) {
             index[key] = existing
             if fresh < slots.count { free.append(fresh) }
-            slots.withUnsafeMutableBufferPointer { $0[Int(existing)] = value }
+            slots.withUnsafeMutableBufferPointer { $0[Int(existing)] = Slot(value: value) }
         } else if fresh < slots.count {
-            slots.withUnsafeMutableBufferPointer { $0[Int(fresh)] = value }
+            slots.withUnsafeMutableBufferPointer { $0[Int(fresh)] = Slot(value: value) }
         } else {
-            slots.append(value)
+            slots.append(Slot(value: value))
         }
     }
 
@@ -60,10 +60,10 @@ public struct SlotTable<Key: Hashable, Value> {
     @discardableResult
     public mutating func update<Result>(_ key: Key, _ change: (inout Value) -> Result) -> Result? {
         guard let slot = index[key] else { return nil }
+        // Optional chaining on the slot changes the value where it lies: taking it out and
+        // putting it back would copy a large value twice.
         return slots.withUnsafeMutableBufferPointer { buffer -> Result? in
-            guard var value = buffer[Int(slot)].take() else { return nil }
-            defer { buffer[Int(slot)] = value }
-            return change(&value)
+            buffer[Int(slot)]?.change(change)
         }
     }
 
@@ -73,7 +73,17 @@ public struct SlotTable<Key: Hashable, Value> {
     public mutating func remove(_ key: Key) -> Value? {
         guard let slot = index.removeValue(forKey: key) else { return nil }
         free.append(slot)
-        return slots.withUnsafeMutableBufferPointer { $0[Int(slot)].take() }
+        return slots.withUnsafeMutableBufferPointer { $0[Int(slot)].take()?.value }
+    }
+
+    /// Removes the value for `key`, destroying it where it lies; returns whether there was one.
+    @inlinable
+    @discardableResult
+    public mutating func delete(_ key: Key) -> Bool {
+        guard let slot = index.removeValue(forKey: key) else { return false }
+        free.append(slot)
+        slots.withUnsafeMutableBufferPointer { $0[Int(slot)] = nil }
+        return true
     }
 
     /// Every key held, in no particular order.
@@ -81,4 +91,22 @@ public struct SlotTable<Key: Hashable, Value> {
     public var keys: Dictionary<Key, Int32>.Keys { index.keys }
 }
 
+extension SlotTable {
+    /// A value in its slot. Optional chaining on an occupied slot (`slot?.change(…)`) reaches
+    /// the value where it lies, which a method on `Value` itself could not do for any `Value`.
+    @usableFromInline
+    struct Slot {
+        @usableFromInline var value: Value
+
+        @inlinable
+        init(value: Value) { self.value = value }
+
+        @inlinable
+        mutating func change<Result>(_ change: (inout Value) -> Result) -> Result { change(&value) }
+    }
+}
+
+extension SlotTable.Slot: Sendable where Value: Sendable {}
+
 extension SlotTable: Sendable where Key: Sendable, Value: Sendable {}
+
