@@ -175,7 +175,9 @@ extension PluginLane {
             shard.finishEntry(token)
             // Read before the lease is forgotten.
             let awaitsRecord = shared != nil && awaitsRecord(token, result: result, reason: reason)
-            if !finishShared(token, result: result, execution: execution, shard: shard) {
+            // Without a shared store nothing is held there: no call into code generic over the
+            // plugin, which looks its types' metadata up on every call.
+            if shared == nil || !finishShared(token, result: result, execution: execution, shard: shard) {
                 // Its retention runs from now, read afresh, not from the loop's cached time.
                 store(result, of: execution, token: token, now: shard.freshNow)
             }

@@ -34,26 +34,40 @@ extension PluginLane {
     /// The commit guard (see ``EffectContext/commit()``).
     @usableFromInline
     func commit(_ token: EventToken, shard: GateShard) -> Result<EffectRecord?, CommitRefusal> {
-        guard let execution = executions[token] else {
+        // Read in place: this runs in code generic over the plugin, where a copy of the
+        // execution (and its release) goes through its type's runtime metadata.
+        guard let reason = executions.update(token, { $0.cancellationReason }) else {
             return .failure(
                 CommitRefusal(code: .notRunning, message: "the effect is not running under the gate", value: "\(token.rawValue)"))
         }
-        if let reason = execution.cancellationReason {
+        if let reason {
             return .failure(
                 CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)"))
         }
-        if let refusal = sharedLeaseRefusal(token, shard: shard) { return .failure(refusal) }
-        executions.update(token) { $0.committed = true }
-        return .success(record(of: token, shard: shard))
+        if shared != nil, let refusal = sharedLeaseRefusal(token, shard: shard) { return .failure(refusal) }
+        let record = executions.update(token) { execution -> (key: String, record: String)? in
+            execution.committed = true
+            return execution.kind == .idempotent ? (execution.key, execution.record) : nil
+        }
+        guard let record = record ?? nil else { return .success(nil) }
+        return .success(effectRecord(of: token, key: record.key, record: record.record))
     }
 
     /// The record of an idempotent execution and the fence it holds: its shared lease's, or
     /// for a record in this process's table, one made from its token (``LocalFence``).
     @usableFromInline
     func record(of token: EventToken, shard: GateShard) -> EffectRecord? {
-        guard let execution = executions[token], execution.kind == .idempotent else { return nil }
+        let record = executions.update(token) { execution -> (key: String, record: String)? in
+            execution.kind == .idempotent ? (execution.key, execution.record) : nil
+        }
+        guard let record = record ?? nil else { return nil }
+        return effectRecord(of: token, key: record.key, record: record.record)
+    }
+
+    /// The record `record` of key `key` that idempotent execution `token` runs, with its fence.
+    func effectRecord(of token: EventToken, key: String, record: String) -> EffectRecord {
         let fence = shared?.held[token]?.lease.fence ?? LocalFence.of(token)
-        return EffectRecord(plugin: handle.plugin.name, key: execution.key, record: execution.record, fence: fence)
+        return EffectRecord(plugin: handle.plugin.name, key: key, record: record, fence: fence)
     }
 
     @inlinable
