@@ -16,12 +16,12 @@ enum LargeArrays {
     }
 
     /// Asks the kernel to back the 2 MiB-aligned part of an array of at least 4 MiB at `pointer`
-    /// with huge pages (Linux's `madvise(MADV_HUGEPAGE)`, a hint that may be ignored); nothing
-    /// elsewhere.
-    static func adviseHugePages<T>(_ pointer: UnsafeMutablePointer<T>?, bytes: Int) {
+    /// with huge pages (Linux's `madvise(MADV_HUGEPAGE)`, a hint that may be ignored), leaving
+    /// its first `skipped` bytes on small pages; nothing elsewhere.
+    static func adviseHugePages<T>(_ pointer: UnsafeMutablePointer<T>?, bytes: Int, skipping skipped: Int = 0) {
         #if canImport(Glibc)
-        guard let pointer, bytes >= 4 << 20 else { return }
-        let start = (UInt(bitPattern: pointer) + (2 << 20) - 1) & ~UInt((2 << 20) - 1)
+        guard let pointer, bytes >= 4 << 20, bytes > skipped else { return }
+        let start = (UInt(bitPattern: pointer) + UInt(skipped) + (2 << 20) - 1) & ~UInt((2 << 20) - 1)
         let end = (UInt(bitPattern: pointer) + UInt(bytes)) & ~UInt((2 << 20) - 1)
         guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
         _ = madvise(address, Int(end - start), MADV_HUGEPAGE)
