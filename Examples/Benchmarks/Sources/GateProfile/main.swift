@@ -4,7 +4,7 @@ import SluiceButtonTap
 import SluicePayment
 
 // Runs one gate path many times on its loop, for profilers (valgrind --tool=callgrind).
-// Usage: gate-profile throttled|million|million-decision|flood-decision|runs|warm-runs|replay|pay|pay-complete|chain|unchained|task|await [count]
+// Usage: gate-profile throttled|million|million-decision|flood-decision|runs|warm-runs|replay|pay|pay-complete|pay-samples|chain|unchained|task|await [count]
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
@@ -34,6 +34,30 @@ func nanoseconds(_ elapsed: Duration, per count: Int) -> Double {
     Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)
 }
 switch mode {
+case "pay-samples":
+    // As GateBenchmarks' "PAY new record": each sample a fresh gate, 1,000 new payments timed
+    // until every effect has ended; prints the median sample per payment.
+    var samples: [Double] = []
+    for _ in 0..<max(1, count / 1_000) {
+        let sampleGroup = try SluiceLoopGroup(loopCount: 1, namePrefix: "sample")
+        var registry = PluginRegistry()
+        _ = try registry.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
+        let samplePay = try registry.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
+        _ = try registry.register(try ChainedPlugin(), budget: .bytes(64 << 20))
+        let sampleGate = try Gate(group: sampleGroup, plugins: registry)
+        let requests = (0..<1_000).map { sampleGate.request(samplePay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
+        let start = ContinuousClock.now
+        await sampleGroup.loops[0].submit {
+            requests.withUnsafeBufferPointer { buffer in
+                for index in 0..<buffer.count { _ = sampleGate.submitNow(buffer[index], later: { { _ in } }) }
+            }
+        }
+        while await sampleGate.statistics().executions > 0 { await sampleGroup.loops[0].submit {} }
+        samples.append(nanoseconds(ContinuousClock.now - start, per: 1_000))
+        sampleGroup.shutdownGracefully()
+    }
+    samples.sort()
+    print("pay-samples: median \(samples[samples.count / 2]) ns per payment, p25 \(samples[samples.count / 4]), p75 \(samples[samples.count * 3 / 4])")
 case "await":
     // As GateBenchmarks' "await: TAP throttled from a task off the loop".
     await run(taps, taps.count, report: false)
