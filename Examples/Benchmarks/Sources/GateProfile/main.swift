@@ -8,23 +8,17 @@ import SluicePayment
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "throttled"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
-let group = try SluiceLoopGroup(loopCount: 1, namePrefix: "profile")
-var plugins = PluginRegistry()
-let tap = try plugins.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
-let pay = try plugins.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
-let chain = try plugins.register(try ChainedPlugin(withLimits: mode != "unchained"), budget: .bytes(64 << 20))
-let gate = try Gate(group: group, plugins: plugins)
+let profile = try ProfileGate(namePrefix: "profile", chainLimits: mode != "unchained")
+let group = profile.group
+let gate = profile.gate
+let tap = profile.tap
+let pay = profile.pay
+let chain = profile.chain
 let taps = (0..<(mode == "runs" ? count : 1_000)).map { gate.request(tap, mode == "runs" ? "fresh:\($0)" : "user:\($0)") }
 let pays = (0..<1_000).map { gate.request(pay, PaymentPlugin.Payment(key: "user:\($0)", idem: "idem-\($0)", amount: 100)) }
 /// Submits `count` requests on the loop in one job; prints the time per request.
 func run<P: GatePlugin>(_ requests: [GateRequest<P>], _ count: Int, report: Bool = true) async {
-    let elapsed = await group.loops[0].submit { () -> Duration in
-        let start = ContinuousClock.now
-        requests.withUnsafeBufferPointer { buffer in
-            for index in 0..<count { _ = gate.submitNow(buffer[index % buffer.count], later: { { _ in } }) }
-        }
-        return ContinuousClock.now - start
-    }
+    let elapsed = await profile.submit(requests, count)
     if report, count > 0 {
         print("\(mode): \(nanoseconds(elapsed, per: count)) ns per request")
     }
@@ -39,22 +33,13 @@ case "pay-samples":
     // until every effect has ended; prints the median sample per payment.
     var samples: [Double] = []
     for _ in 0..<max(1, count / 1_000) {
-        let sampleGroup = try SluiceLoopGroup(loopCount: 1, namePrefix: "sample")
-        var registry = PluginRegistry()
-        _ = try registry.register(ButtonTapPlugin(window: .seconds(3600)), budget: .bytes(64 << 20))
-        let samplePay = try registry.register(PaymentPlugin(retention: .seconds(3600), processor: SimulatedProcessor(latency: .zero)), budget: .bytes(64 << 20))
-        _ = try registry.register(try ChainedPlugin(), budget: .bytes(64 << 20))
-        let sampleGate = try Gate(group: sampleGroup, plugins: registry)
-        let requests = (0..<1_000).map { sampleGate.request(samplePay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
+        let sample = try ProfileGate(namePrefix: "sample")
+        let requests = (0..<1_000).map { sample.gate.request(sample.pay, PaymentPlugin.Payment(key: "user:\($0 % 1_000)", idem: "new-\($0)", amount: 100)) }
         let start = ContinuousClock.now
-        await sampleGroup.loops[0].submit {
-            requests.withUnsafeBufferPointer { buffer in
-                for index in 0..<buffer.count { _ = sampleGate.submitNow(buffer[index], later: { { _ in } }) }
-            }
-        }
-        while await sampleGate.statistics().executions > 0 { await sampleGroup.loops[0].submit {} }
+        _ = await sample.submit(requests, requests.count)
+        await sample.waitForEffects()
         samples.append(nanoseconds(ContinuousClock.now - start, per: 1_000))
-        sampleGroup.shutdownGracefully()
+        sample.group.shutdownGracefully()
     }
     samples.sort()
     print("pay-samples: median \(samples[samples.count / 2]) ns per payment, p25 \(samples[samples.count / 4]), p75 \(samples[samples.count * 3 / 4])")
@@ -91,7 +76,7 @@ case "million":
     var random = SplitMix64(seed: 0x5EED)
     let million = (0..<1_000_000).map { gate.request(tap, "user:\($0)") }
     await run(million, million.count, report: false)
-    while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+    await profile.waitForEffects()
     await run(million.shuffled(using: &random), count)
 case "million-decision":
     // As GateBenchmarks' "policy: throttle decision, throttled (1,000,000 known keys, uniform
@@ -142,7 +127,7 @@ case "pay", "pay-complete":
     } else {
         let start = ContinuousClock.now
         await run(fresh, count, report: false)
-        while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+        await profile.waitForEffects()
         let elapsed = ContinuousClock.now - start
         print("pay-complete: \(nanoseconds(elapsed, per: count)) ns per payment")
     }
@@ -154,7 +139,7 @@ case "chain", "unchained":
     await run(calls, count)
 case "replay":
     await run(pays, pays.count, report: false)
-    while await gate.statistics().executions > 0 { await group.loops[0].submit {} }
+    await profile.waitForEffects()
     await run(pays, count)
 default:
     await run(taps, taps.count, report: false)
