@@ -109,4 +109,3 @@ extension SlotTable {
 extension SlotTable.Slot: Sendable where Value: Sendable {}
 
 extension SlotTable: Sendable where Key: Sendable, Value: Sendable {}
-
