@@ -6,7 +6,8 @@
 The command's standard output and error are passed through unchanged. When the command has
 printed nothing for SECONDS (default 300, or SLUICE_TEST_SILENCE_SECONDS), the watchdog prints
 the tests Swift Testing reported as started and not yet ended, dumps every thread of every
-process under the command with gdb (when gdb is installed), kills the command's process group
+process under the command with gdb (when gdb is installed), names those tests again after the
+dumps (a log kept only by its tail still shows them), kills the command's process group
 and exits with status 124. A hung test then names itself instead of holding the run until an
 outer timeout. Otherwise it exits with the command's own status.
 """
@@ -54,8 +55,12 @@ def command_line(pid):
         return "?"
 
 
-def diagnose(process, running, silence):
-    say = lambda text: print(f"watch-tests: {text}", file=sys.stderr, flush=True)
+def say(text):
+    print(f"watch-tests: {text}", file=sys.stderr, flush=True)
+
+
+def report_running(running, silence):
+    """Names the tests reported as started and not ended."""
     say(f"no output for {silence} s; the test run looks hung")
     if running:
         say("tests started and not ended:")
@@ -63,6 +68,10 @@ def diagnose(process, running, silence):
             say(f"  {name}" + (f" (x{count})" if count > 1 else ""))
     else:
         say("no test is reported as running")
+
+
+def diagnose(process, running, silence):
+    report_running(running, silence)
     gdb = shutil.which("gdb")
     for pid in descendants(process.pid):
         say(f"process {pid}: {command_line(pid)}")
@@ -74,6 +83,9 @@ def diagnose(process, running, silence):
             stdout=sys.stderr, stderr=subprocess.STDOUT, timeout=120, check=False)
     if gdb is None:
         say("gdb is not installed; no thread dump")
+    else:
+        # Again after the dumps, which are long: a log kept only by its tail still names them.
+        report_running(running, silence)
 
 
 def main():
