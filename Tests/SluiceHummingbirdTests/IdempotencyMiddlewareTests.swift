@@ -121,8 +121,10 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-2""#)
             async let first = client.sendAlone(.post, "/pay", headers: headers, body: "700")
-            var entries = latch.entries.makeAsyncIterator()
-            _ = await entries.next()
+            // Declared after the request: on a failure it opens the latch before the request's
+            // task is awaited, so a parked route cannot hold the test.
+            defer { latch.open() }
+            try await latch.waitForEntries()
             let duplicate = try await client.send(.post, "/pay", headers: headers, body: "700")
             #expect(duplicate.status == .conflict)
             #expect(duplicate.headers[.retryAfter] == "1")
@@ -147,9 +149,12 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
         try await app.fixture.test(appRouter, mode) { client in
             let headers = user("ann", idempotencyKey: #""order-3""#)
             async let first = client.sendAlone(.post, "/pay", headers: headers, body: "900")
-            var entries = latch.entries.makeAsyncIterator()
-            _ = await entries.next()
+            // Declared after each request: on a failure they open the latch before its task is
+            // awaited, so a parked route (or a duplicate waiting for it) cannot hold the test.
+            defer { latch.open() }
+            try await latch.waitForEntries()
             async let second = client.sendAlone(.post, "/pay", headers: headers, body: "900")
+            defer { latch.open() }
             // The leader and the duplicate both wait on the gate for the one execution.
             try await eventually("the duplicate joined") { await app.fixture.gate.statistics().waiters == 2 }
             latch.open()
@@ -171,8 +176,10 @@ enum RouteFailure: Sendable, CaseIterable, CustomTestStringConvertible {
         try await app.fixture.test(appRouter, .router) { client in
             let headers = user("ann", idempotencyKey: #""order-11""#)
             let first = Task { try await client.send(.post, "/pay", headers: headers, body: "1100") }
-            var entries = latch.entries.makeAsyncIterator()
-            _ = await entries.next()
+            // On a failure the parked route goes on, so that the gate's shutdown does not wait
+            // for it for ever.
+            defer { latch.open() }
+            try await latch.waitForEntries()
             try await eventually("the first request waits on the gate") { await app.fixture.gate.statistics().waiters == 1 }
             first.cancel()
             // The gate answers the cancelled caller at once; its chain runs on.

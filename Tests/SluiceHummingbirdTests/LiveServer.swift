@@ -25,7 +25,14 @@ enum LiveServer {
                 announce.finish()
             },
             logger: logger)
-        let services = ServiceGroup(configuration: ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [], logger: logger))
+        var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [], logger: logger)
+        // A graceful shutdown waits for every request being handled: one that never ends (a
+        // route a failed test left parked) turns it into cancellation, and a cancellation that
+        // does not end either stops the process with a message, instead of holding the run.
+        let gracefulLimit = Duration.seconds(10 * deadlineScale)
+        configuration.maximumGracefulShutdownDuration = gracefulLimit
+        configuration.maximumCancellationDuration = gracefulLimit
+        let services = ServiceGroup(configuration: configuration)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 // A server that fails to start ends the wait for its port.
@@ -51,8 +58,12 @@ enum LiveServer {
                 await services.triggerGracefulShutdown()
                 throw error
             }
+            let shutdownStarted = ContinuousClock.now
             await services.triggerGracefulShutdown()
             try await tasks.waitForAll()
+            if ContinuousClock.now - shutdownStarted >= gracefulLimit {
+                Issue.record("the live server's graceful shutdown did not end in \(gracefulLimit): a request was still being handled")
+            }
         }
     }
 

@@ -87,34 +87,35 @@ struct Client: Sendable {
 /// A signal a handler waits on: the handler reports that it entered, the test opens it.
 final class Latch: Sendable {
     private let latch = TestLatch()
-    /// One element each time a handler enters ``wait()``.
-    let entries: AsyncStream<Void>
-    private let entered: AsyncStream<Void>.Continuation
-
-    init() {
-        (entries, entered) = AsyncStream.makeStream()
-    }
+    /// Handlers that have entered ``wait()``.
+    private let entered = Atomic(0)
 
     /// Reports the entry, then returns once the latch is open.
     func wait() async {
-        entered.yield(())
+        entered.add(1, ordering: .releasing)
         await latch.wait()
+    }
+
+    /// Returns once `count` handlers have entered ``wait()``; fails after the deadline of
+    /// ``eventually(_:_:)`` (a request that never reached its handler fails the test instead
+    /// of holding it).
+    func waitForEntries(_ count: Int = 1) async throws {
+        try await eventually("\(count) request(s) entered the route") { self.entered.load(ordering: .acquiring) >= count }
     }
 
     /// Lets every waiting and later handler through.
     func open() { latch.open() }
 }
 
-/// Waits until `condition` holds, yielding between checks; fails after 10 seconds (times
-/// ``deadlineScale``).
+/// Waits until `condition` holds, polling it with ``pollUntil(seconds:_:)`` (a pause between
+/// tries, so that the wait does not take the CPU from what it waits for); records an issue
+/// naming `what` and throws after 10 seconds (times ``deadlineScale``).
 func eventually(_ what: String, _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10 * deadlineScale)
-    while !(await condition()) {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("timed out waiting until \(what)")
-            throw CancellationError()
-        }
-        await Task.yield()
+    do {
+        try await pollUntil(seconds: 10) { await condition() }
+    } catch let timeout as PollTimeout {
+        Issue.record("timed out waiting until \(what): \(timeout)")
+        throw timeout
     }
 }
 

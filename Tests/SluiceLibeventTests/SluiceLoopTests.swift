@@ -239,7 +239,7 @@ private func onLoop<T: Sendable>(_ loop: SluiceLoop, _ body: @escaping @Sendable
             loop.schedule(after: .milliseconds(1)) {}
             return (loop.inEventLoop, loop.isShutDown)
         }
-        while parked.withSanitizedLock({ $0 == nil }) { await Task.yield() }
+        try await pollUntil { parked.withSanitizedLock { $0 != nil } }
         loop.shutdownGracefully()
         parked.withSanitizedLock { $0 }?.resume()
         let (onLoop, stopped) = await task.value

@@ -113,6 +113,8 @@ private func linesUntilClose(_ client: LineClient) async -> [String] {
             // sees both: the reply's write at the end of that batch meets the reset.
             let held = Atomic<Bool>(false)
             let release = DispatchSemaphore(value: 0)
+            // Whatever fails below, the loop thread goes on (its server's shutdown joins it).
+            defer { release.signal() }
             connection.loop.execute {
                 held.store(true, ordering: .releasing)
                 release.wait()
