@@ -127,8 +127,10 @@ final class GateShard: @unchecked Sendable {
         switch lane.submit(request, keyHash: keyHash, later: later, shard: self) {
         case .decided(let decided):
             leave(favouring: lane)
-            outcome = decided
-            token = EventToken(0)
+            // Counted and returned as it is: unwrapping an optional copy of it would copy the
+            // outcome again, and destroy that copy, through its type's value witnesses.
+            lane.metrics.count(decided)
+            return (decided, EventToken(0))
         case .waiting(let waiting):
             leave(favouring: lane)
             return (nil, waiting)
