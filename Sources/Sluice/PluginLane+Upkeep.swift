@@ -45,9 +45,9 @@ extension PluginLane {
                 CommitRefusal(code: .cancelled, message: "the effect was cancelled before its commit point", value: "\(reason)"))
         }
         if shared != nil, let refusal = sharedLeaseRefusal(token, shard: shard) { return .failure(refusal) }
-        let record = executions.update(token) { execution -> (key: String, record: String)? in
+        let record = executions.update(token) { execution in
             execution.committed = true
-            return execution.kind == .idempotent ? (execution.key, execution.record) : nil
+            return execution.idempotencyRecord
         }
         guard let record = record ?? nil else { return .success(nil) }
         return .success(effectRecord(of: token, key: record.key, record: record.record))
@@ -57,9 +57,7 @@ extension PluginLane {
     /// for a record in this process's table, one made from its token (``LocalFence``).
     @usableFromInline
     func record(of token: EventToken, shard: GateShard) -> EffectRecord? {
-        let record = executions.update(token) { execution -> (key: String, record: String)? in
-            execution.kind == .idempotent ? (execution.key, execution.record) : nil
-        }
+        let record = executions.update(token) { $0.idempotencyRecord }
         guard let record = record ?? nil else { return nil }
         return effectRecord(of: token, key: record.key, record: record.record)
     }

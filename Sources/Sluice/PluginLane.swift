@@ -86,6 +86,12 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
             if case .cancelling(let reason) = state { return reason }
             return nil
         }
+
+        /// The key and idempotency record of an idempotent execution; `nil` for other kinds.
+        @inlinable
+        var idempotencyRecord: (key: String, record: String)? {
+            kind == .idempotent ? (key, record) : nil
+        }
     }
 
     @usableFromInline
