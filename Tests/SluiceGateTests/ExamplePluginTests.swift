@@ -124,7 +124,7 @@ struct LeakyLineCodec: LineCodec {
         defer { harness.shutdown() }
         let ticket = await harness.gate.start(harness.gate.request(save, AutosavePlugin.Edit(document: "d", text: "hello")))
         await harness.advance(by: .milliseconds(10))
-        #expect(await ticket.outcome.output == 5)
+        #expect(try await ticket.settledOutcome().output == 5)
     }
 
     @Test func registersAndRunsOverRealSockets() async throws {

@@ -101,7 +101,7 @@ import Testing
         #expect(info.source == .executed)
         // A wakes and makes its call: stale.
         stall.release()
-        let late = await first.outcome
+        let late = try await first.settledOutcome()
         guard case .ran(let output, let lateInfo) = late else {
             Issue.record("expected A to answer with B's charge, got \(late.kind)")
             return
@@ -131,7 +131,7 @@ import Testing
         try await pollUntil { fleet.store.calls >= 1 }
         await fleet.b.settle()
         await fleet.advanceAllButA(by: .seconds(1))
-        let answer = await outcome.outcome
+        let answer = try await outcome.settledOutcome()
         guard case .ran(.alreadyCharged("ch_a"), let info) = answer else {
             Issue.record("expected the earlier charge back, got \(answer.kind)")
             return
@@ -164,7 +164,7 @@ import Testing
             await fleet.advanceAllButA(by: .milliseconds(100))
             await fleet.b.settle()
         }
-        let taken = await retry.outcome
+        let taken = try await retry.settledOutcome()
         guard case .ran(.charged(let charge), _) = taken else {
             Issue.record("expected B to charge, got \(taken.kind)")
             return
@@ -175,7 +175,7 @@ import Testing
             await fleet.a.advance(by: .milliseconds(100))
             await fleet.a.settle()
         }
-        let woken = await first.outcome
+        let woken = try await first.settledOutcome()
         guard case .ran(let output, let info) = woken else {
             Issue.record("expected A to answer with B's charge, got \(woken.kind)")
             return
@@ -239,7 +239,7 @@ import Testing
             await fleet.a.advance(by: .milliseconds(100))
             await fleet.a.settle()
         }
-        let outcome = await first.outcome
+        let outcome = try await first.settledOutcome()
         guard case .ran(.charged, let info) = outcome else {
             Issue.record("expected one charge, got \(outcome.kind)")
             return

@@ -63,8 +63,8 @@ final class CountingProcessor: PaymentProcessor {
         #expect(otherAmount.kind == "mismatch")
         #expect(duplicate.resolvedOutcome == nil)
         await harness.advance(by: .seconds(29))
-        let owner = await first.outcome
-        let joined = await duplicate.outcome
+        let owner = try await first.settledOutcome()
+        let joined = try await duplicate.settledOutcome()
         #expect(owner.kind == "ran")
         #expect(joined.kind == "joined")
         #expect(owner.output == joined.output)
@@ -178,9 +178,9 @@ final class CountingProcessor: PaymentProcessor {
         #expect(await gate.submit(refusing, request).kind == "conflict")
         #expect(await gate.submit(joining, Probe(key: "k", payload: "p", fingerprint: "g")).kind == "mismatch")
         await harness.advance(by: .seconds(1))
-        #expect(await owner.outcome.kind == "ran")
-        #expect(await joiner.outcome.kind == "joined")
-        #expect(await refusedOwner.outcome.kind == "ran")
+        #expect(try await owner.settledOutcome().kind == "ran")
+        #expect(try await joiner.settledOutcome().kind == "joined")
+        #expect(try await refusedOwner.settledOutcome().kind == "ran")
     }
 
     @Test func aFullTableAnswersBusyAndKeepsWhatItHolds() async throws {
@@ -192,7 +192,7 @@ final class CountingProcessor: PaymentProcessor {
         let held = await gate.start(gate.request(probe, Probe(key: "a", payload: "1", fingerprint: "f")))
         #expect(await gate.submit(probe, Probe(key: "b", payload: "2", fingerprint: "f")).kind == "busy")
         await harness.advance(by: .seconds(1))
-        #expect(await held.outcome.kind == "ran")
+        #expect(try await held.settledOutcome().kind == "ran")
         #expect(await gate.submit(probe, Probe(key: "a", payload: "1", fingerprint: "f")).kind == "replayed")
     }
 
@@ -213,7 +213,7 @@ final class CountingProcessor: PaymentProcessor {
         #expect(busy > 0)
         #expect(tickets.count > 1)
         await harness.advance(by: .seconds(1))
-        for ticket in tickets { #expect(await ticket.outcome.output == "p") }
+        for ticket in tickets { #expect(try await ticket.settledOutcome().output == "p") }
         // Once the waiters are answered their budget is free again.
         #expect(await gate.submit(probe, request).kind == "replayed")
         let statistics = await gate.statistics()

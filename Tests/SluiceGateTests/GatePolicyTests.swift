@@ -41,9 +41,9 @@ import Testing
         #expect(await gate.submit(probe, Probe(key: "k", payload: "a")).output == "a")
         let b = await gate.start(gate.request(probe, Probe(key: "k", payload: "b")))
         let c = await gate.start(gate.request(probe, Probe(key: "k", payload: "c")))
-        #expect(await b.outcome.kind == "superseded")
+        #expect(try await b.settledOutcome().kind == "superseded")
         await harness.advance(by: .seconds(1))
-        let trailing = await c.outcome
+        let trailing = try await c.settledOutcome()
         #expect(trailing.kind == "ran" && trailing.output == "c")
     }
 
@@ -56,7 +56,7 @@ import Testing
         let b = await gate.start(gate.request(probe, Probe(key: "k", payload: "b")))
         #expect(await gate.submit(probe, Probe(key: "k", payload: "c")).kind == "throttled")
         await harness.advance(by: .seconds(1))
-        #expect(await b.outcome.output == "b")
+        #expect(try await b.settledOutcome().output == "b")
     }
 
     // MARK: - Debounce
@@ -69,11 +69,11 @@ import Testing
         let a = await gate.start(gate.request(probe, Probe(key: "k", payload: "a")))
         await harness.advance(by: .milliseconds(99))
         let b = await gate.start(gate.request(probe, Probe(key: "k", payload: "b")))
-        #expect(await a.outcome.kind == "superseded")
+        #expect(try await a.settledOutcome().kind == "superseded")
         await harness.advance(by: .milliseconds(99))
         #expect(b.resolvedOutcome == nil)
         await harness.advance(by: .milliseconds(1))
-        #expect(await b.outcome.output == "b")
+        #expect(try await b.settledOutcome().output == "b")
         #expect(probe.plugin.counts.startedCount == 1)
     }
 
@@ -89,8 +89,8 @@ import Testing
         }
         // d arrived at 240 ms and the burst began at 0: maxWait ran d at 300 ms, before its quiet
         // end at 340 ms.
-        for ticket in tickets.prefix(3) { #expect(await ticket.outcome.kind == "superseded") }
-        #expect(await tickets[3].outcome.output == "d")
+        for ticket in tickets.prefix(3) { #expect(try await ticket.settledOutcome().kind == "superseded") }
+        #expect(try await tickets[3].settledOutcome().output == "d")
     }
 
     @Test func leadingDebounceDropsTheRestOfTheBurst() async throws {
@@ -116,10 +116,10 @@ import Testing
         await harness.advance(by: .milliseconds(100))  // a runs now, for 50 ms
         #expect(probe.plugin.counts.startedCount == 1)
         let b = await gate.start(gate.request(probe, Probe(key: "k", payload: "b")))
-        #expect(await a.outcome.kind == "cancelled(replaced)")
+        #expect(try await a.settledOutcome().kind == "cancelled(replaced)")
         await harness.advance(by: .milliseconds(100))
         await harness.advance(by: .milliseconds(50))
-        #expect(await b.outcome.output == "b")
+        #expect(try await b.settledOutcome().output == "b")
         #expect(probe.plugin.counts.cancelledCount == 1)
     }
 
@@ -130,11 +130,11 @@ import Testing
         let a = await gate.start(gate.request(probe, Probe(key: "k", payload: "a")))
         let other = await gate.start(gate.request(probe, Probe(key: "k", payload: "x"), id: "other-id"))
         let b = await gate.start(gate.request(probe, Probe(key: "k", payload: "b")))
-        #expect(await a.outcome.kind == "cancelled(replaced)")
+        #expect(try await a.settledOutcome().kind == "cancelled(replaced)")
         await harness.advance(by: .milliseconds(50))
-        #expect(await b.outcome.output == "b")
+        #expect(try await b.settledOutcome().output == "b")
         // Another effect ID for the same key is not replaced.
-        #expect(await other.outcome.output == "x")
+        #expect(try await other.settledOutcome().output == "x")
     }
 
     @Test func aReplacingEffectThatEndsAtOnceIsAnsweredBySubmitNowItself() async throws {
@@ -158,7 +158,7 @@ import Testing
         }
         #expect(outcome?.output == "fast")
         #expect(completionsMade.value == 0)
-        #expect(await slow.outcome.kind == "cancelled(replaced)")
+        #expect(try await slow.settledOutcome().kind == "cancelled(replaced)")
     }
 
     // MARK: - Rate limit
@@ -208,12 +208,12 @@ import Testing
         for n in 0..<32 { running.append(await gate.start(gate.request(probe, Probe(key: "k\(n)")))) }
         #expect(await gate.submit(probe, Probe(key: "victim")).kind == "busy")
         await harness.advance(by: .seconds(1))
-        for ticket in running { #expect(await ticket.outcome.kind == "ran") }
+        for ticket in running { #expect(try await ticket.settledOutcome().kind == "ran") }
         // The refused request spent nothing: the victim's one-per-minute unit is still there.
         let victim = await gate.start(gate.request(probe, Probe(key: "victim")))
         #expect(victim.resolvedOutcome == nil)  // running, not limited
         await harness.advance(by: .seconds(1))
-        #expect(await victim.outcome.kind == "ran")
+        #expect(try await victim.settledOutcome().kind == "ran")
     }
 
     @Test func aRequestFromAClosedScopeLeavesThePolicyUntouched() async throws {
@@ -248,7 +248,7 @@ import Testing
         var tickets: [GateTicket<String>] = []
         for n in 0..<5 { tickets.append(await gate.start(gate.request(probe, Probe(key: "k", payload: "\(n)")))) }
         await harness.advance(by: .milliseconds(10))
-        for (n, ticket) in tickets.enumerated() { #expect(await ticket.outcome.output == "\(n)") }
+        for (n, ticket) in tickets.enumerated() { #expect(try await ticket.settledOutcome().output == "\(n)") }
     }
 }
 

@@ -32,11 +32,11 @@ import Testing
         let elsewhere = await gate.start(
             gate.request(probe, Probe(key: "a", payload: "elsewhere"), id: EffectID(CancelID.search), in: otherSession))
         #expect(await gate.cancel(id: CancelID.search, in: session) == 2)
-        #expect(await inSession.outcome.kind == "cancelled(requested)")
-        #expect(await inScreen.outcome.kind == "cancelled(requested)")
+        #expect(try await inSession.settledOutcome().kind == "cancelled(requested)")
+        #expect(try await inScreen.settledOutcome().kind == "cancelled(requested)")
         await harness.advance(by: .seconds(1))
-        #expect(await otherID.outcome.output == "upload")
-        #expect(await elsewhere.outcome.output == "elsewhere")
+        #expect(try await otherID.settledOutcome().output == "upload")
+        #expect(try await elsewhere.settledOutcome().output == "elsewhere")
     }
 
     @Test func cancelByIDAloneReachesEveryScopeOnEveryLoop() async throws {
@@ -50,9 +50,9 @@ import Testing
         }
         let kept = await gate.start(gate.request(probe, Probe(key: "k0", payload: "kept"), id: EffectID(CancelID.search)))
         #expect(await gate.cancel(id: CancelID.upload) == 6)
-        for ticket in tickets { #expect(await ticket.outcome.kind == "cancelled(requested)") }
+        for ticket in tickets { #expect(try await ticket.settledOutcome().kind == "cancelled(requested)") }
         await harness.advance(by: .seconds(1))
-        #expect(await kept.outcome.output == "kept")
+        #expect(try await kept.settledOutcome().output == "kept")
     }
 
     @Test func cancelByKeyReachesEveryScopeButOnlyThatID() async throws {
@@ -66,17 +66,17 @@ import Testing
         let c = await gate.start(gate.request(probe, Probe(key: "user42", payload: "kept"), id: "upload", in: one))
         let d = await gate.start(gate.request(probe, Probe(key: "user7", payload: "kept"), id: "search", in: one))
         #expect(await gate.cancel(id: "search", key: "user42") == 2)
-        #expect(await a.outcome.kind == "cancelled(requested)")
-        #expect(await b.outcome.kind == "cancelled(requested)")
+        #expect(try await a.settledOutcome().kind == "cancelled(requested)")
+        #expect(try await b.settledOutcome().kind == "cancelled(requested)")
         await harness.advance(by: .seconds(1))
-        #expect(await c.outcome.output == "kept")
-        #expect(await d.outcome.output == "kept")
+        #expect(try await c.settledOutcome().output == "kept")
+        #expect(try await d.settledOutcome().output == "kept")
         // Every ID of the key.
         let e = await gate.start(gate.request(probe, Probe(key: "user42"), id: "x", in: one))
         let f = await gate.start(gate.request(probe, Probe(key: "user42"), id: "y", in: two))
         #expect(await gate.cancel(id: nil, key: "user42") == 2)
-        #expect(await e.outcome.kind == "cancelled(requested)")
-        #expect(await f.outcome.kind == "cancelled(requested)")
+        #expect(try await e.settledOutcome().kind == "cancelled(requested)")
+        #expect(try await f.settledOutcome().kind == "cancelled(requested)")
     }
 
     @Test func aCancelBeforeTheEffectStartsWins() async throws {
@@ -89,7 +89,7 @@ import Testing
         let gate = harness.gate
         let held = await gate.start(gate.request(probe, Probe(key: "k"), id: "search"))
         #expect(await gate.cancel(id: "search", key: "k") == 1)
-        #expect(await held.outcome.kind == "cancelled(requested)")
+        #expect(try await held.settledOutcome().kind == "cancelled(requested)")
         await harness.advance(by: .seconds(1))
         #expect(plugin.counts.startedCount == 0)
     }
@@ -107,12 +107,12 @@ import Testing
         #expect(Set((0..<8).map { gate.shardIndex(forKey: "k\($0)") }).count == 2)
         let survivor = await gate.start(gate.request(probe, Probe(key: "k0", payload: "other scope")))
         gate.close(connection)
-        for ticket in tickets { #expect(await ticket.outcome.kind == "cancelled(scopeClosed)") }
+        for ticket in tickets { #expect(try await ticket.settledOutcome().kind == "cancelled(scopeClosed)") }
         #expect(connection.isClosed && child.isClosed)
         // A request in a closed scope is cancelled at once.
         #expect(await gate.submit(probe, Probe(key: "k1"), in: child).kind == "cancelled(scopeClosed)")
         await harness.advance(by: .seconds(1))
-        #expect(await survivor.outcome.output == "other scope")
+        #expect(try await survivor.settledOutcome().output == "other scope")
         let statistics = await gate.statistics()
         #expect(statistics.scopes == 0 && statistics.executions == 0 && statistics.waiters == 0)
     }
@@ -128,7 +128,7 @@ import Testing
         let payment = PaymentPlugin.Payment(key: "acct", idem: "i-1", amount: 9)
         let leaving = await gate.start(gate.request(pay, payment, in: connection))
         gate.close(connection)
-        #expect(await leaving.outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await leaving.settledOutcome().kind == "cancelled(scopeClosed)")
         await harness.advance(by: .seconds(1))
         // The charge went on; the retry replays it.
         #expect(processor.charges.current == 1)
@@ -136,7 +136,7 @@ import Testing
         // A cancel by key does reach it.
         let again = await gate.start(gate.request(pay, PaymentPlugin.Payment(key: "acct", idem: "i-2", amount: 9)))
         #expect(await gate.cancel(id: "pay", key: "acct") == 1)
-        #expect(await again.outcome.kind == "cancelled(requested)")
+        #expect(try await again.settledOutcome().kind == "cancelled(requested)")
         #expect(processor.charges.current == 1)
     }
 

@@ -21,17 +21,17 @@ import Testing
         let joiner = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 3)))
         let otherPage = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 4)))
         await harness.advance(by: .milliseconds(50))
-        let led = await leader.outcome
-        let shared = await joiner.outcome
+        let led = try await leader.settledOutcome()
+        let shared = try await joiner.settledOutcome()
         #expect(led.kind == "ran" && shared.kind == "joined")
         #expect(led.output == shared.output)
         #expect(led.output?.items == ["feed-6", "feed-7"])
-        #expect(await otherPage.outcome.output?.number == 4)
+        #expect(try await otherPage.settledOutcome().output?.number == 4)
         #expect(page.plugin.loads.current == 2)
         // Nothing is kept: the next request loads again.
         let next = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 3)))
         await harness.advance(by: .milliseconds(50))
-        #expect(await next.outcome.kind == "ran")
+        #expect(try await next.settledOutcome().kind == "ran")
     }
 
     @Test func theLoadIsCancelledOnlyWhenItsLastWaiterLeaves() async throws {
@@ -45,21 +45,21 @@ import Testing
         }
         // The leader's connection goes first: the others still wait, the load goes on.
         gate.close(scopes[0])
-        #expect(await tickets[0].outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await tickets[0].settledOutcome().kind == "cancelled(scopeClosed)")
         tickets[1].cancel()
-        #expect(await tickets[1].outcome.kind == "cancelled(requested)")
+        #expect(try await tickets[1].settledOutcome().kind == "cancelled(requested)")
         #expect(await gate.statistics().executions == 1)
         #expect(tickets[2].resolvedOutcome == nil)
         // The last one leaves: now the load is cancelled.
         gate.close(scopes[2])
-        #expect(await tickets[2].outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await tickets[2].settledOutcome().kind == "cancelled(scopeClosed)")
         try await pollUntil { await gate.statistics().executions == 0 }
         await harness.advance(by: .milliseconds(50))
         #expect(page.plugin.loads.current == 0)
         // A new request leads a new load.
         let fresh = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 1)))
         await harness.advance(by: .milliseconds(50))
-        #expect(await fresh.outcome.kind == "ran")
+        #expect(try await fresh.settledOutcome().kind == "ran")
     }
 
     @Test func aWaiterLeavingDoesNotFailTheOthers() async throws {
@@ -70,9 +70,9 @@ import Testing
         let leader = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 0), in: leaving))
         let staying = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 0)))
         gate.close(leaving)
-        #expect(await leader.outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await leader.settledOutcome().kind == "cancelled(scopeClosed)")
         await harness.advance(by: .milliseconds(50))
-        let outcome = await staying.outcome
+        let outcome = try await staying.settledOutcome()
         #expect(outcome.kind == "joined" && outcome.output?.items == ["feed-0", "feed-1"])
     }
 
@@ -83,8 +83,8 @@ import Testing
         let a = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 2)))
         let b = await gate.start(gate.request(page, PagePlugin.PageRequest(key: "feed", page: 2)))
         #expect(await gate.cancel(id: "page", key: "feed") == 1)
-        #expect(await a.outcome.kind == "cancelled(requested)")
-        #expect(await b.outcome.kind == "cancelled(requested)")
+        #expect(try await a.settledOutcome().kind == "cancelled(requested)")
+        #expect(try await b.settledOutcome().kind == "cancelled(requested)")
         #expect(page.plugin.loads.current == 0)
     }
 }

@@ -155,7 +155,7 @@ import Testing
         // renewals fail, until its lease has run out at the store (6 s).
         memory.setAvailable(false)
         await harness.advance(by: .seconds(1))
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         for _ in 0..<8 { await harness.advance(by: .seconds(1)) }
         #expect(processor.charges.current == 1)
 
@@ -163,14 +163,14 @@ import Testing
         // at the store, so it is granted.
         memory.setAvailable(true)
         store.letHeldClaimsThrough()
-        #expect(await late.outcome.kind == "replayed")
+        #expect(try await late.settledOutcome().kind == "replayed")
         for _ in 0..<4 { await harness.advance(by: .seconds(1)) }
 
         // Once written, a retry replays the result from the store: no second charge.
         // (Started, with the clock moved on, so that a charge that ran again would end too.)
         let retry = await harness.gate.start(harness.gate.request(pay, payment))
         for _ in 0..<2 { await harness.advance(by: .seconds(1)) }
-        #expect(await retry.outcome.kind == "replayed")
+        #expect(try await retry.settledOutcome().kind == "replayed")
         #expect(processor.charges.current == 1)
     }
 }

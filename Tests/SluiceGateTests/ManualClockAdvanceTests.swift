@@ -22,7 +22,7 @@ import Testing
             // 100 ms of quiet, then 30 ms of search: both within this one advance.
             await harness.clock.advance(by: .milliseconds(130))
             try await pollUntil { ticket.resolvedOutcome != nil }
-            #expect(await ticket.outcome.output == "q\(round)")
+            #expect(try await ticket.settledOutcome().output == "q\(round)")
         }
     }
 }

@@ -45,8 +45,8 @@ import Testing
         // Duplicates while it runs join it; they spend nothing.
         let joined = await gate.start(gate.request(pay, payment))
         await harness.advance(by: .seconds(1))
-        #expect(remaining(await first.outcome) == 2)
-        let join = await joined.outcome
+        #expect(remaining(try await first.settledOutcome()) == 2)
+        let join = try await joined.settledOutcome()
         #expect(join.runInfo?.source == .joined && join.runInfo?.limits == [])
         // Retries after it completed replay it; they spend nothing either.
         for _ in 0..<5 {
@@ -57,7 +57,7 @@ import Testing
         #expect(await gate.submit(pay, .init(key: "acct", idem: "k1", amount: 999)).kind == "mismatch")
         let second = await gate.start(gate.request(pay, .init(key: "acct", idem: "k2", amount: 100)))
         await harness.advance(by: .seconds(1))
-        #expect(remaining(await second.outcome) == 1)
+        #expect(remaining(try await second.settledOutcome()) == 1)
         #expect(processor.charges.current == 2)
     }
 
@@ -81,12 +81,12 @@ import Testing
         // Another account is not limited by this one's slot.
         let other = await gate.start(gate.request(pay, .init(key: "other", idem: "p1", amount: 100)))
         await harness.advance(by: .seconds(1))
-        #expect(remaining(await running.outcome) == 4)
-        #expect(await other.outcome.kind == "ran")
+        #expect(remaining(try await running.settledOutcome()) == 4)
+        #expect(try await other.settledOutcome().kind == "ran")
         // The slot is free once p1 ended, and p2 spent nothing: its retry runs and leaves three.
         let retry = await gate.start(gate.request(pay, .init(key: "acct", idem: "p2", amount: 100)))
         await harness.advance(by: .seconds(1))
-        let retried = await retry.outcome
+        let retried = try await retry.settledOutcome()
         #expect(retried.kind == "ran" && remaining(retried) == 3)
         #expect(processor.charges.current == 3)
     }
@@ -126,7 +126,7 @@ import Testing
             tickets.append(await gate.start(gate.request(pay, .init(key: "acct", idem: idem, amount: 100))))
         }
         await harness.advance(by: .seconds(1))
-        for ticket in tickets { #expect(await ticket.outcome.kind == "ran") }
+        for ticket in tickets { #expect(try await ticket.settledOutcome().kind == "ran") }
         #expect(processor.charges.current == 3)
         let statistics = await gate.statistics()
         #expect(statistics.shadowRefusals["pay"] == ["pay-rate": 2, "pay-concurrency": 2])
@@ -162,11 +162,11 @@ import Testing
         let first = await gate.start(gate.request(handle, Probe(key: "k", payload: "1")))
         #expect(await gate.submit(handle, Probe(key: "k", payload: "2")).kind == "limited")
         await harness.advance(by: .seconds(1))
-        #expect(await first.outcome.runInfo?.rateLimit?.remaining == 2)
+        #expect(try await first.settledOutcome().runInfo?.rateLimit?.remaining == 2)
         let third = await gate.start(gate.request(handle, Probe(key: "k", payload: "3")))
         await harness.advance(by: .seconds(1))
         // The refused request's unit came back: one spent by the first, one by this one.
-        #expect(await third.outcome.runInfo?.rateLimit?.remaining == 1)
+        #expect(try await third.settledOutcome().runInfo?.rateLimit?.remaining == 1)
     }
 
     @Test func aSupersededHeldRequestGivesBackWhatItTook() async throws {
@@ -179,9 +179,9 @@ import Testing
         let gate = harness.gate
         let a = await gate.start(gate.request(handle, Probe(key: "box", payload: "a")))
         let b = await gate.start(gate.request(handle, Probe(key: "box", payload: "b")))
-        #expect(await a.outcome.kind == "superseded")
+        #expect(try await a.settledOutcome().kind == "superseded")
         await harness.advance(by: .milliseconds(100))
-        #expect(await b.outcome.output == "b")
+        #expect(try await b.settledOutcome().output == "b")
         // Only b spent the key's one unit.
         #expect(await gate.submit(handle, Probe(key: "box", payload: "c")).kind == "limited")
     }
@@ -196,8 +196,8 @@ import Testing
         let a = await gate.start(gate.request(handle, Probe(key: "a", payload: "a")))
         let b = await gate.start(gate.request(handle, Probe(key: "b", payload: "b")))
         await harness.advance(by: .seconds(1))
-        let first = await a.outcome
-        let second = await b.outcome
+        let first = try await a.settledOutcome()
+        let second = try await b.settledOutcome()
         #expect(first.runInfo?.limits.map(\.decision.remaining) == [3])
         #expect(second.runInfo?.limits.map(\.decision.remaining) == [2])
         // Run in place: the first outcome is still held when the next two are admitted.
@@ -244,7 +244,7 @@ import Testing
         #expect(statistics.keysByPlugin["in-place"] == 1)
         await harness.advance(by: .seconds(1))
         var kinds: [String: Int] = [:]
-        for ticket in started { kinds[await ticket.outcome.kind, default: 0] += 1 }
+        for ticket in started { kinds[try await ticket.settledOutcome().kind, default: 0] += 1 }
         #expect(kinds == ["ran": 2, "limited": 8])
         statistics = await gate.statistics()
         #expect(statistics.executions == 0)

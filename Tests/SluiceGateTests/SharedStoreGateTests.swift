@@ -31,8 +31,8 @@ import Testing
         #expect(duplicate.resolvedOutcome == nil)
         // The owner finishes; the duplicate's next poll finds the stored result.
         for _ in 0..<10 { await fleet.advance(by: .milliseconds(500)); await fleet.settle() }
-        let owner = await first.outcome
-        let joined = await duplicate.outcome
+        let owner = try await first.settledOutcome()
+        let joined = try await duplicate.settledOutcome()
         #expect(owner.kind == "ran")
         #expect(joined.kind == "replayed")
         #expect(owner.output == joined.output)
@@ -50,7 +50,7 @@ import Testing
         let rejected = await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 5, concurrent: .reject))
         #expect(rejected.kind == "conflict")
         await fleet.advance(by: .seconds(2))
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         try await pollUntil { await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 5)).kind == "replayed" }
         #expect(processor.charges.current == 1)
     }
@@ -67,7 +67,7 @@ import Testing
         for _ in 0..<9 { await fleet.advance(by: .seconds(5)); await fleet.settle() }  // 45 s > the 30 s lease
         #expect(await fleet.b.gate.submit(payB, .init(key: "acct", idem: "slow", amount: 1, concurrent: .reject)).kind == "conflict")
         for _ in 0..<7 { await fleet.advance(by: .seconds(5)); await fleet.settle() }
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         try await pollUntil { await fleet.b.gate.submit(payB, payment).kind == "replayed" }
         #expect(processor.charges.current == 1)
     }
@@ -107,11 +107,11 @@ import Testing
             Issue.record("closing the scope left \(statistics.executions) executions, \(statistics.waiters) waiters")
             return
         }
-        #expect(await cancelled.outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await cancelled.settledOutcome().kind == "cancelled(scopeClosed)")
         let ran = await gate.start(gate.request(probeA, Probe(key: "b", payload: "b")))
         await fleet.settle()
         await fleet.advance(by: .seconds(1))
-        #expect(await ran.outcome.output == "b")
+        #expect(try await ran.settledOutcome().output == "b")
         statistics = await gate.statistics()
         #expect(statistics.executions == 0 && statistics.waiters == 0)
         #expect(probeA.plugin.counts.cancelledCount == 1 && probeA.plugin.counts.finishedCount == 1)
@@ -141,9 +141,9 @@ import Testing
             Issue.record("closing the leader's scope left \(statistics.executions) executions, \(statistics.waiters) waiters")
             return
         }
-        #expect(await leader.outcome.kind == "cancelled(scopeClosed)")
+        #expect(try await leader.settledOutcome().kind == "cancelled(scopeClosed)")
         await fleet.advance(by: .seconds(1))
-        #expect(await duplicate.outcome.kind == "joined")
+        #expect(try await duplicate.settledOutcome().kind == "joined")
         statistics = await gate.statistics()
         #expect(statistics.executions == 0 && statistics.waiters == 0)
         let retry = await gate.submit(payA, payment)
@@ -252,10 +252,10 @@ import Testing
         try await pollUntil { fleet.store.calls == 2 }
         fleet.store.setAvailable(false)
         for _ in 0..<4 { await fleet.advance(by: .milliseconds(500)); await fleet.settle() }
-        #expect(await duplicate.outcome.kind == "unavailable")
+        #expect(try await duplicate.settledOutcome().kind == "unavailable")
         fleet.store.setAvailable(true)
         await fleet.advance(by: .seconds(5))
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         #expect(processor.charges.current == 1)
     }
 
@@ -287,7 +287,7 @@ import Testing
         let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
         try await pollUntil { fleet.store.calls == 1 }
         await fleet.a.gate.shutdown(gracePeriod: .zero)
-        #expect(await first.outcome.kind == "cancelled(shutdown)")
+        #expect(try await first.settledOutcome().kind == "cancelled(shutdown)")
         // The processor commits as soon as it is cancelled; its result is written, and the other
         // instance replays it (refused while the record is still running, never run again).
         let retry = PaymentPlugin.Payment(key: "acct", idem: "drain", amount: 3, concurrent: .reject)
@@ -310,7 +310,7 @@ import Testing
         let first = await fleet.a.gate.start(fleet.a.gate.request(payA, payment))
         try await pollUntil { fleet.store.calls == 1 }
         await fleet.a.gate.shutdown(gracePeriod: .zero)
-        #expect(await first.outcome.kind == "cancelled(shutdown)")
+        #expect(try await first.settledOutcome().kind == "cancelled(shutdown)")
         // The cancelled charge gives its record back (the store's second call): a retry runs.
         try await pollUntil { fleet.store.calls >= 2 }
         let retry = PaymentPlugin.Payment(key: "acct", idem: "cancelled", amount: 3, concurrent: .reject)
@@ -323,7 +323,7 @@ import Testing
             await fleet.settle()
             await fleet.advance(by: .seconds(1))
         }
-        #expect(await ran.outcome.kind == "ran")
+        #expect(try await ran.settledOutcome().kind == "ran")
         #expect(processor.charges.current == 1)
     }
 

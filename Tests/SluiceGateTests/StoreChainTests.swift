@@ -146,13 +146,13 @@ import Testing
         let refused = await fleet.b.gate.submit(payB, .init(key: "acct", idem: "k2", amount: 10))
         #expect(refusingStage(refused) == "pay-concurrency")
         await fleet.advance(by: .seconds(2))
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         try await pollUntil { fleet.store.given >= 1 }
         // The slot is free; the account's rate counts the first instance's payment too.
         let ticket = await fleet.b.gate.start(fleet.b.gate.request(payB, .init(key: "acct", idem: "k3", amount: 10)))
         try await pollUntil { fleet.store.admitted == 3 }
         await fleet.advance(by: .seconds(2))
-        let second = await ticket.outcome
+        let second = try await ticket.settledOutcome()
         #expect(second.kind == "ran")
         #expect(second.runInfo?.limits.first { $0.stage == "pay-rate" }?.decision.remaining == 0)
         try await pollUntil { fleet.store.given >= 2 }
@@ -186,12 +186,12 @@ import Testing
         }
         try await pollUntil { fleet.store.given == 1 }
         await fleet.advance(by: .seconds(1))
-        #expect(await first.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
         try await pollUntil { fleet.store.given == 2 }
         // Had the refused request kept its part, u2's policy (one per minute) would refuse now.
         let again = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "u2", payload: "3")))
         await fleet.advance(by: .seconds(1))
-        #expect(await again.outcome.kind == "ran")
+        #expect(try await again.settledOutcome().kind == "ran")
     }
 
     @Test func aThrottleRefusedByALaterStageOpensNoWindowInTheStore() async throws {
@@ -221,8 +221,8 @@ import Testing
         let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "2")))
         try await pollUntil { fleet.store.admitted == 2 }
         await fleet.advance(by: .seconds(1))
-        #expect(await first.outcome.kind == "ran")
-        #expect(await second.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "ran")
+        #expect(try await second.settledOutcome().kind == "ran")
         #expect(await fleet.b.gate.statistics().shadowRefusals["probe"] == ["slots": 1])
     }
 
@@ -248,7 +248,7 @@ import Testing
         let after = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "3")))
         try await pollUntil { fleet.store.admitted == 3 }
         await fleet.advance(by: .seconds(60))
-        #expect(await after.outcome.kind == "ran")
+        #expect(try await after.settledOutcome().kind == "ran")
     }
 
     @Test(arguments: [StoreFailureMode.closed, .local])
@@ -307,8 +307,8 @@ import Testing
         fleet.store.letHeldAdmitsThrough()
         try await pollUntil { first.resolvedOutcome != nil || a.plugin.counts.startedCount > 0 }
         for _ in 0..<6 { await fleet.advance(by: .seconds(1)) }
-        #expect(await first.outcome.kind == "unavailable")
-        #expect(await second.outcome.kind == "ran")
+        #expect(try await first.settledOutcome().kind == "unavailable")
+        #expect(try await second.settledOutcome().kind == "ran")
         #expect(b.plugin.counts.startedCount + a.plugin.counts.startedCount == 1)
     }
 
@@ -322,8 +322,8 @@ import Testing
         fleet.store.letHeldAdmitsThrough()
         try await pollUntil { fleet.store.given >= 1 }
         for _ in 0..<3 { await fleet.advance(by: .seconds(1)) }
-        #expect(await second.outcome.runInfo?.source == .executed)
-        #expect(await first.outcome.runInfo?.source == .joined)
+        #expect(try await second.settledOutcome().runInfo?.source == .executed)
+        #expect(try await first.settledOutcome().runInfo?.source == .joined)
         #expect(a.plugin.counts.startedCount == 1)
     }
 
@@ -344,7 +344,7 @@ import Testing
         let second = await fleet.b.gate.start(fleet.b.gate.request(b, Probe(key: "y", payload: "2")))
         try await pollUntil { fleet.store.admitted == 2 }
         await fleet.advance(by: .seconds(60))
-        #expect(await second.outcome.kind == "ran")
+        #expect(try await second.settledOutcome().kind == "ran")
         #expect(await fleet.b.gate.statistics().shadowRefusals["probe"] == ["slots": 1])
     }
 
