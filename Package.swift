@@ -119,15 +119,23 @@ let package = Package(
         ),
 
         // MARK: Fronts (machinery that knows no plugin)
-        // What every front shares: the echo limit, the activity a draining server waits on.
-        .target(name: "SluiceFronts", dependencies: ["SluiceCore", "SluiceLibevent"]),
+        // What every front shares: the echo limit, the listener with its connections and requests
+        // counted, the activity a draining server waits on.
+        .target(
+            name: "SluiceFronts",
+            dependencies: [
+                "SluiceCore", "SluiceLibevent",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
 
         .target(
             name: "SluiceLineProtocol",
             dependencies: [
                 "Sluice", "SluiceFronts",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

@@ -5,7 +5,6 @@ import ServiceLifecycle
 import Sluice
 import SluiceFronts
 import SluiceLibevent
-import Synchronization
 
 /// The HTTP/1.1 front: Sluice's own server on the gate's loops (a listener per loop, sharing
 /// the port; each connection a bounded `TCPConnection` read by a strict
@@ -30,10 +29,8 @@ public final class HTTPFront: Service, Sendable {
     private let accounting: ConnectionAccounting?
     private let logger: Logger
     private let onBound: @Sendable (Int) async -> Void
-    private let bound = Mutex<TCPServer?>(nil)
-    private let openConnections = Atomic<Int>(0)
-    private let requestCounter = Counter(label: "sluice_http_requests_total")
-    private let connectionGauge = Gauge(label: "sluice_http_connections")
+    /// The bound server, the open connections and the requests received.
+    let listener = FrontListener(requestsLabel: "sluice_http_requests_total", connectionsLabel: "sluice_http_connections")
 
     /// Creates a front; ``run()`` (or ``start()``) binds it.
     ///
@@ -80,7 +77,7 @@ public final class HTTPFront: Service, Sendable {
         ) { [self] connection in
             HTTPSession(front: self, connection: connection)
         }
-        bound.withSanitizedLock { $0 = server }
+        listener.listening(on: server)
         logger.info(
             "listening (HTTP)",
             metadata: [
@@ -104,41 +101,20 @@ public final class HTTPFront: Service, Sendable {
 
     /// Stops accepting connections; open ones stay open.
     public func stopAccepting() async {
-        if let server = bound.withSanitizedLock({ $0 }) {
-            await server.stopAccepting()
-        }
+        await listener.stopAccepting()
     }
 
     /// The swift-service-lifecycle entry point: listen, wait for a graceful shutdown, stop
     /// accepting.
     public func run() async throws {
-        let port = try await start()
-        await onBound(port)
-        try? await gracefulShutdown()
-        logger.info("no longer accepting HTTP connections")
-        await stopAccepting()
+        try await listener.run(start: start, onBound: onBound, logger: logger, stopped: "no longer accepting HTTP connections")
     }
 
     /// The number of open connections.
-    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
-
-    // MARK: - Shared with the sessions
-
-    func connectionOpened() {
-        connectionGauge.record(openConnections.add(1, ordering: .relaxed).newValue)
-    }
-
-    func connectionClosed() {
-        connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
-    }
+    public var connectionCount: Int { listener.connectionCount }
 
     /// When the front last received a request (see `RequestActivity`).
-    public let activity = RequestActivity()
-
-    func countRequest(at instant: Instant) {
-        activity.record(instant)
-        requestCounter.increment()
-    }
+    public var activity: RequestActivity { listener.activity }
 
     /// `/healthz`: 200 while the gate takes requests, 503 once it drains.
     func health() -> HTTPAnswer {

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Sluice
 import SluiceCore
+import SluiceFronts
 import SluiceLibevent
 
 /// One client connection of the HTTP server: parses its requests with `HTTPRequestParser` in
@@ -77,12 +78,12 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
     // MARK: - TCPConnectionHandler
 
     public func connectionOpened(_ connection: TCPConnection) {
-        front.connectionOpened()
+        front.listener.connectionOpened()
     }
 
     public func connectionClosed(_ connection: TCPConnection, reason: TCPConnection.CloseReason) {
         gate.close(scope)
-        front.connectionClosed()
+        front.listener.connectionClosed()
     }
 
     public func connectionFrameTimedOut(_ connection: TCPConnection) {
@@ -155,7 +156,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
 
     /// The parser refused the bytes: the problem is the last answer, and nothing more is read.
     private func refuse(_ problem: HTTPProblem) {
-        front.countRequest(at: connection.loop.now)
+        front.listener.countRequest(at: connection.loop.now)
         state.pointee.stopped = true
         let sequence = nextSequence()
         respond(sequence, problem.answer, HTTPAnswerContext(isHead: false, close: true, keepAliveHTTP10: false))
@@ -176,7 +177,7 @@ public final class HTTPSession: TCPConnectionHandler, @unchecked Sendable {
     }
 
     private func handle(_ request: HTTPRequestView) {
-        front.countRequest(at: connection.loop.now)
+        front.listener.countRequest(at: connection.loop.now)
         let parsed = request.parsed
         var context = HTTPAnswerContext(
             isHead: parsed.method == .head, close: !parsed.keepAlive,

@@ -1,10 +1,8 @@
 import Logging
-import Metrics
 import ServiceLifecycle
 import Sluice
 import SluiceFronts
 import SluiceLibevent
-import Synchronization
 
 /// The line-protocol front: a TCP server on the gate's loops whose connections speak
 /// `<id> <VERB> [<args>]`, with `PING`, `ECHO` (rate-limited per connection), `CANCEL` and
@@ -22,12 +20,10 @@ public final class LineServer: Service, Sendable {
     public let verbs: LineVerbs
     let echoLimit: RateLimitOptions
     let logger: Logger
-    private let openConnections = Atomic<Int>(0)
-    private let bound = Mutex<TCPServer?>(nil)
     private let onBound: @Sendable (Int) async -> Void
     private let accounting: ConnectionAccounting?
-    private let requestCounter = Counter(label: "sluice_line_requests_total")
-    private let connectionGauge = Gauge(label: "sluice_line_connections")
+    /// The bound server, the open sessions and the requests received.
+    let listener = FrontListener(requestsLabel: "sluice_line_requests_total", connectionsLabel: "sluice_line_connections")
 
     /// Creates a server; ``run()`` (or ``start()``) binds it.
     ///
@@ -69,7 +65,7 @@ public final class LineServer: Service, Sendable {
         ) { [self] connection in
             LineSession(server: self, connection: connection)
         }
-        bound.withSanitizedLock { $0 = server }
+        listener.listening(on: server)
         logger.info(
             "listening",
             metadata: [
@@ -81,19 +77,13 @@ public final class LineServer: Service, Sendable {
 
     /// Stops accepting connections; open ones stay open.
     public func stopAccepting() async {
-        if let server = bound.withSanitizedLock({ $0 }) {
-            await server.stopAccepting()
-        }
+        await listener.stopAccepting()
     }
 
     /// The swift-service-lifecycle entry point: listen, wait for a graceful shutdown, stop
     /// accepting.
     public func run() async throws {
-        let port = try await start()
-        await onBound(port)
-        try? await gracefulShutdown()
-        logger.info("no longer accepting connections")
-        await stopAccepting()
+        try await listener.run(start: start, onBound: onBound, logger: logger, stopped: "no longer accepting connections")
     }
 
     /// A protocol session over another transport (tests, embedding): feed it lines on the
@@ -102,29 +92,14 @@ public final class LineServer: Service, Sendable {
         LineSession(server: self, connection: transport)
     }
 
-    // MARK: - State shared with the sessions
-
-    func connectionOpened() {
-        connectionGauge.record(openConnections.add(1, ordering: .relaxed).newValue)
-    }
-
-    func connectionClosed() {
-        connectionGauge.record(openConnections.subtract(1, ordering: .relaxed).newValue)
-    }
-
     /// When the front last received a request (see `RequestActivity`).
-    public let activity = RequestActivity()
-
-    func countRequest(at instant: Instant) {
-        activity.record(instant)
-        requestCounter.increment()
-    }
+    public var activity: RequestActivity { listener.activity }
 
     /// What a connection over the cap reads before it is closed.
     static let refusal = "- ERR too-many-connections\n"
 
     /// The number of open sessions.
-    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
+    public var connectionCount: Int { listener.connectionCount }
 
     /// The `STATS` line's details: every verb's counters in registration order, then
     /// `cancelled`, `evicted` (live keys evicted from policy tables, each possibly changing a

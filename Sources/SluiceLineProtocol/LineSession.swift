@@ -1,5 +1,6 @@
 import Logging
 import Sluice
+import SluiceFronts
 
 /// Where a ``LineSession`` writes: a TCP connection, or a test's collector.
 ///
@@ -82,7 +83,7 @@ public final class LineSession: TCPLineHandler, @unchecked Sendable {
 
     /// The session opened (counted in `STATS` as a connection).
     public func opened() {
-        server.connectionOpened()
+        server.listener.connectionOpened()
     }
 
     /// The client will send nothing more: close once the pending replies are written.
@@ -95,7 +96,7 @@ public final class LineSession: TCPLineHandler, @unchecked Sendable {
     /// (idempotent executions, which live in the key's scope, run on).
     public func closed() {
         gate.close(scope)
-        server.connectionClosed()
+        server.listener.connectionClosed()
     }
 
     /// A line longer than the maximum arrived.
@@ -129,7 +130,7 @@ public final class LineSession: TCPLineHandler, @unchecked Sendable {
 
     /// Handles one request line (without its LF).
     public func received(line: UnsafeRawBufferPointer) {
-        server.countRequest(at: connection.loop.now)
+        server.listener.countRequest(at: connection.loop.now)
         let parsed: RequestLine.Parsed
         switch RequestLine.parse(line) {
         case .success(let value):
