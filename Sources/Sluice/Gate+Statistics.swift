@@ -9,7 +9,9 @@ extension Gate {
         var statistics = GateStatistics(cancelled: counters.cancelled.current)
         for shard in shards {
             let snapshot = await perform(on: shard) { shard in
-                (shard.keyCountByLane, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
+                // The metrics a scrape reads after this are as current as these statistics.
+                for lane in shard.lanes { lane.reportMetrics() }
+                return (shard.keyCountByLane, shard.executionCount, shard.waiterCount, shard.scopeCount - 1, shard.tableStats,
                  shard.lanes.map(\.shadowRefusalCounts))
             }
             guard let snapshot else { continue }

@@ -21,8 +21,12 @@ protocol GateLane: AnyObject {
     /// The policy timer of `key` armed for `deadline` fired (a timer replaced since, whose body
     /// was already running on the loop, is ignored).
     func timerFired(key: String, deadline: Instant, shard: GateShard)
-    /// Drops up to `maxEntries` examined idle entries of each table.
+    /// Drops up to `maxEntries` examined idle entries of each table, and reports the metrics
+    /// (``reportMetrics()``).
     func sweep(now: Instant, maxEntries: Int)
+    /// Adds what the lane counted since its last report to the plugin's swift-metrics
+    /// instruments: the outcomes decided, the table's evictions and summary.
+    func reportMetrics()
     /// Adds `amount` to `key`'s tally and returns the new count.
     func incrementTally(key: String, by amount: Int, now: Instant) -> Int
     /// Cancels every execution that has not passed its commit point and answers its waiting

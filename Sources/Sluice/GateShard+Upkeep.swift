@@ -54,7 +54,10 @@ extension GateShard {
         withLock {
             isDraining = true
             drainSignal = nil
-            for lane in lanes { lane.drain(reason: .shutdown, shard: self) }
+            for lane in lanes {
+                lane.drain(reason: .shutdown, shard: self)
+                lane.reportMetrics()
+            }
             stopSweeping()
         }
     }

@@ -126,10 +126,10 @@ final class GateShard: @unchecked Sendable {
         let token: EventToken
         switch lane.submit(request, keyHash: keyHash, later: later, shard: self) {
         case .decided(let decided):
-            leave(favouring: lane)
             // Counted and returned as it is: unwrapping an optional copy of it would copy the
             // outcome again, and destroy that copy, through its type's value witnesses.
-            lane.metrics.count(decided)
+            lane.decisions.count(decided)
+            leave(favouring: lane)
             return (decided, EventToken(0))
         case .waiting(let waiting):
             leave(favouring: lane)
@@ -144,6 +144,7 @@ final class GateShard: @unchecked Sendable {
                 depth &+= 1
                 let cancel = lane.attach(task, to: start.execution, shard: self)
                 outcome = lane.installCompletion(start.leader, later: later)
+                lane.count(outcome)
                 leave(favouring: lane)
                 if cancel { task.cancel() }
             } else {
@@ -155,15 +156,16 @@ final class GateShard: @unchecked Sendable {
                 lock.lock()
                 depth &+= 1
                 outcome = lane.installCompletion(start.leader, later: later)
+                lane.count(outcome)
                 leave(favouring: lane)
             }
             token = start.leader
         case .start(let start):
             outcome = lane.carryOut(.start(start), later: later, shard: self)
+            lane.count(outcome)
             leave(favouring: lane)
             token = start.leader
         }
-        if let outcome { lane.metrics.count(outcome) }
         return (outcome, token)
     }
 

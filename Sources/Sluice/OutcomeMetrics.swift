@@ -4,7 +4,10 @@ import CoreMetrics
 /// counter per kind of outcome, and `sluice_effect_duration_seconds{plugin}`, how long its
 /// effects ran.
 ///
-/// The instruments are made once per plugin lane, so counting an outcome is one increment.
+/// The instruments are made once per plugin lane. The lane counts its outcomes in a
+/// ``DecisionCounts`` under the shard's lock and reports them here (``report(_:)``) on each sweep,
+/// on ``Gate/statistics()`` and when the gate drains: the counters trail the decisions by at most
+/// one sweep interval (``GateOptions/sweepInterval``, 50 ms by default).
 @usableFromInline
 final class OutcomeMetrics: Sendable {
     /// The outcome label of each kind, in the order of ``index(of:)``.
@@ -33,11 +36,12 @@ final class OutcomeMetrics: Sendable {
                 factory: factory)
     }
 
-    /// Counts one outcome. Inlinable, so that it is specialized for the plugin's output where
-    /// the lane is (a generic call pays for the outcome's metadata and value witnesses).
-    @inlinable
-    func count<Output>(_ outcome: GateOutcome<Output>) {
-        counters[Self.index(of: outcome)].increment()
+    /// Adds what `counts` counted to the counters, and zeroes it.
+    func report(_ counts: inout DecisionCounts) {
+        for (index, count) in counts.counts.enumerated() where count > 0 {
+            counters[index].increment(by: count)
+            counts.counts[index] = 0
+        }
     }
 
     @inlinable

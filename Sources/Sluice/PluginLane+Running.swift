@@ -279,10 +279,16 @@ extension PluginLane {
         deliver(completion, outcome, shard: shard)
     }
 
+    /// Counts `outcome`, if there is one, among the lane's decisions (call with the lock held).
+    @inlinable
+    func count(_ outcome: GateOutcome<Output>?) {
+        if let outcome { decisions.count(outcome) }
+    }
+
     /// Calls `completion` with `outcome` once the shard releases its lock, counted.
     @inlinable
     func deliver(_ completion: @escaping Completion, _ outcome: GateOutcome<Output>, shard: GateShard) {
-        metrics.count(outcome)
+        decisions.count(outcome)
         outbox.append((completion, outcome))
         if outbox.count == 1 { shard.lanesToFlush.append(index) }
     }

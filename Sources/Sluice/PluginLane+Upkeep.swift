@@ -19,6 +19,13 @@ extension PluginLane {
     @usableFromInline func sweep(now: Instant, maxEntries: Int) {
         stage.sweep(now: now, maxEntries: maxEntries)
         limits.sweep(now: now, maxEntries: maxEntries)
+        reportMetrics()
+    }
+
+    /// Adds the outcomes counted since the last report, and the policy table's evictions and
+    /// summary, to the plugin's swift-metrics instruments (call with the lock held).
+    @usableFromInline func reportMetrics() {
+        metrics.report(&decisions)
         if let stats = tableStats { tableMetrics.report(stats) }
     }
 

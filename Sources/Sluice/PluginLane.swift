@@ -172,6 +172,8 @@ final class PluginLane<Plugin: GatePlugin>: GateLane {
     var tableMetrics: TableMetrics
     /// Outcomes by kind and effect durations.
     @usableFromInline let metrics: OutcomeMetrics
+    /// The outcomes decided since the last report to `metrics`.
+    @usableFromInline @exclusivity(unchecked) var decisions = DecisionCounts()
     /// The plugin's policy: its family and the state it decides with.
     @usableFromInline let stage: PolicyStage<Output>
     /// Starts loading a key's slot in the stage's table before the lane takes the lock: for a

@@ -123,7 +123,9 @@ public final class HTTPFront: Service, Sendable {
     }
 
     /// `/metrics`: the gate's gauges brought up to date (keys per plugin table, executions
-    /// held or running, requests waiting), then the renderer's text.
+    /// held or running, requests waiting) and its counters reported (``Gate/statistics()``
+    /// reports the decisions and evictions counted since the last sweep), then the renderer's
+    /// text.
     func metrics() async -> HTTPAnswer {
         guard let renderMetrics else {
             return HTTPProblem(.notFound, "not-found", detail: "this server exports no metrics").answer
