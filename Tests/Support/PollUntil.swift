@@ -25,7 +25,6 @@ public func pollUntil(seconds: Int = 10, _ condition: () async throws -> Bool) a
 /// A condition ``pollUntil(seconds:_:)`` waited for did not hold in time.
 public struct PollTimeout: Error, CustomStringConvertible {
     public let seconds: Int
-    public init(seconds: Int) { self.seconds = seconds }
     public var description: String { "condition not met in \(seconds) s" }
 }
 
