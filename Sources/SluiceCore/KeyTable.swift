@@ -176,6 +176,12 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     @usableFromInline var chargedBytes = 0
     /// Side-state charges held (bounded by ``capacity`` when the budget has no byte limit).
     @usableFromInline var chargeCount = 0
+    /// The storage of the last ``Insertion/evicted`` list, handed out again by the next insertion
+    /// that evicts a live key: a caller that let go of the last one (as the policies do, at once)
+    /// gets its storage back and the eviction allocates nothing; one that keeps it gets a copy.
+    /// It keeps the last evicted keys and states alive until then (at most the few entries one
+    /// insertion evicts).
+    @usableFromInline var evictionList: [(key: Key, value: Value)] = []
 
     /// The bytes the table holds now: the index, its entries, its keys' heap bytes and the side
     /// state charged to it.
@@ -467,6 +473,10 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         var evicted: [(key: Key, value: Value)] = []
         let heapBytes = Self.heapBytes(of: key)
         if !hasRoom(forKeyBytes: heapBytes) {
+            // The storage of the last list of evicted entries, emptied (see `evictionList`).
+            swap(&evicted, &evictionList)
+            evicted.removeAll(keepingCapacity: true)
+            defer { evictionList = evicted }
             var swept = false
             // A long key may need the room of several entries.
             while !hasRoom(forKeyBytes: heapBytes) {

@@ -44,6 +44,30 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(try table.lookup("g", now: .zero, orInsert: Expiring(value: 0)).evicted.map(\.key) == ["d"])
     }
 
+    /// The table hands the storage of its last list of evicted entries to the next insertion that
+    /// evicts: a list the caller keeps is never changed by a later eviction, and each list holds
+    /// exactly what its own insertion evicted.
+    @Test func aKeptListOfEvictedEntriesIsNotChangedByLaterEvictions() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 2, whenFull: .evict)
+        for key in ["a", "b"] { _ = try table.lookup(key, now: .zero, orInsert: Expiring(value: 0)) }
+        let first = try table.lookup("c", now: .zero, orInsert: Expiring(value: 1))
+        let second = try table.lookup("d", now: .zero, orInsert: Expiring(value: 2))
+        #expect(first.evicted.map(\.key) == ["a"])
+        #expect(second.evicted.map(\.key) == ["b"])
+        // Let go of both: the next eviction reuses the storage, and still reports only its own.
+        var kept: [[String]] = [first.evicted.map(\.key), second.evicted.map(\.key)]
+        for key in ["e", "f", "g"] {
+            kept.append(try table.lookup(key, now: .zero, orInsert: Expiring(value: 3)).evicted.map(\.key))
+        }
+        #expect(kept == [["a"], ["b"], ["c"], ["d"], ["e"]])
+        // An insertion that evicts nothing reports nothing, though the last list was not empty.
+        var expiring = try KeyTable<String, Expiring>(capacity: 1, whenFull: .evict)
+        _ = try expiring.lookup("x", now: .zero, orInsert: Expiring(value: 0, expiresAt: 5))
+        #expect(try expiring.lookup("y", now: Instant(nanoseconds: 1), orInsert: Expiring(value: 0)).evicted.map(\.key) == ["x"])
+        #expect(try expiring.lookup("z", now: Instant(nanoseconds: 2), orInsert: Expiring(value: 0, expiresAt: 3)).evicted.map(\.key) == ["y"])
+        #expect(try expiring.lookup("w", now: Instant(nanoseconds: 4), orInsert: Expiring(value: 0)).evicted.isEmpty)
+    }
+
     /// A flood of keys seen once never evicts a key that comes back between them, and the flood's
     /// own keys are evicted in turn.
     @Test func aKeyThatComesBackOutlivesAFloodOfUniqueKeys() throws {
