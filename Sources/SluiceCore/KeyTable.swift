@@ -70,7 +70,8 @@ public struct KeyTableStats: Hashable, Sendable {
 /// order and lazy plus incremental expiry.
 ///
 /// Layout: each entry — its key, its value, a visited bit and a 32-bit hash — lives in one dense
-/// array reserved at full capacity up front (pages are only touched as entries are added), so that
+/// array reserved at full capacity up front (pages are only touched as entries are added, and given
+/// back to the system once removals leave 64 KiB of them unused), so that
 /// finding a key reads one entry's bytes together rather than one cache line in each of several
 /// arrays. An open-addressing index of `UInt32` slots with linear probing is allocated at full size
 /// up front (a power of two, at least four thirds of the capacity), so it is at most three quarters
@@ -182,6 +183,9 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// It keeps the last evicted keys and states alive until then (at most the few entries one
     /// insertion evicts).
     @usableFromInline var evictionList: [(key: Key, value: Value)] = []
+    /// The most entries the table held since it last gave the storage past its entries back
+    /// (see ``releaseUnusedStorage()``): the entries' pages up to there may be resident.
+    @usableFromInline var storageHighWater = 0
 
     /// The bytes the table holds now: the index, its entries, its keys' heap bytes and the side
     /// state charged to it.
@@ -522,6 +526,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         keyHeapBytes += heapBytes
         let entry = Int32(entries.count)
         entries.append(Entry(key: key, value: value, hash: hash))
+        if entries.count > storageHighWater { storageHighWater = entries.count }
         slots[position] = Self.slot(entry: entry, hash: hash)
         counters.inserted &+= 1
         return Insertion(index: Index(entry), isNew: true, evicted: evicted)
@@ -669,7 +674,36 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         let taken = entries.removeLast()
         let removed = (taken.key, taken.value)
         keyHeapBytes -= Self.heapBytes(of: removed.0)
+        if storageHighWater - entries.count >= Self.entriesPerRelease { releaseUnusedStorage() }
         return removed
+    }
+
+    /// Entries whose storage, once the table no longer holds them, is given back to the system
+    /// (64 KiB of it).
+    @inlinable
+    static var entriesPerRelease: Int { Swift.max(1, (64 << 10) / MemoryLayout<Entry>.stride) }
+
+    /// Gives the pages of the storage past the entries held back to the system.
+    ///
+    /// The budget counts the entries the table holds, but the pages of entries it held once
+    /// stay resident after they are removed: a table that filled with keys stored inline and
+    /// then took long keys (whose heap bytes evict several entries each) or side state would
+    /// hold its budget in those and, besides, every page its entries ever touched. A removal
+    /// that leaves 64 KiB of storage unused past the entries gives it back, so that the
+    /// process's memory stays within the budgets it counts (within 64 KiB a table).
+    @usableFromInline
+    mutating func releaseUnusedStorage() {
+        let count = entries.count
+        // Within this storage: a copy of the table that was then changed has storage of its
+        // own, which may be smaller than the high-water mark it copied.
+        let highWater = Swift.min(storageHighWater, entries.capacity)
+        entries.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            LargeArrays.release(
+                UnsafeMutableRawPointer(base), from: count * MemoryLayout<Entry>.stride,
+                to: highWater * MemoryLayout<Entry>.stride)
+        }
+        storageHighWater = count
     }
 
     /// Whether one more entry whose key owns `keyBytes` heap bytes fits.

@@ -15,6 +15,25 @@ enum LargeArrays {
         #endif
     }
 
+    /// Gives the whole pages between byte `start` and byte `end` of the storage at `base` back to
+    /// the system (Linux's `madvise(MADV_DONTNEED)`): they stop counting in the process's RSS,
+    /// and read as zeros when next touched. Only for storage that holds no initialized value
+    /// there (an array's reserved capacity past its count). Nothing elsewhere.
+    static func release(_ base: UnsafeMutableRawPointer, from start: Int, to end: Int) {
+        #if canImport(Glibc)
+        let page = UInt(pageSize)
+        let first = (UInt(bitPattern: base) + UInt(start) + page - 1) & ~(page - 1)
+        let last = (UInt(bitPattern: base) + UInt(end)) & ~(page - 1)
+        guard last > first, let address = UnsafeMutableRawPointer(bitPattern: first) else { return }
+        _ = madvise(address, Int(last - first), MADV_DONTNEED)
+        #endif
+    }
+
+    #if canImport(Glibc)
+    /// The system's page size.
+    static let pageSize: Int = max(4096, sysconf(Int32(_SC_PAGESIZE)))
+    #endif
+
     /// Asks the kernel to back the 2 MiB-aligned part of an array of at least 4 MiB at `pointer`
     /// with huge pages (Linux's `madvise(MADV_HUGEPAGE)`, a hint that may be ignored), leaving
     /// its first `skipped` bytes on small pages; nothing elsewhere.

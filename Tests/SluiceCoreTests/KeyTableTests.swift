@@ -68,6 +68,32 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(try expiring.lookup("w", now: Instant(nanoseconds: 4), orInsert: Expiring(value: 0)).evicted.isEmpty)
     }
 
+    /// Removals give the storage past the remaining entries back to the system; the entries
+    /// held keep their keys and states, and the storage given back takes new entries again.
+    @Test func entriesSurviveTheStorageGivenBackAfterRemovals() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 60_000, whenFull: .evict)
+        for n in 0..<60_000 { _ = try table.lookup("key:\(n)", now: .zero, orInsert: Expiring(value: n)) }
+        // Removing all but 5,000 leaves megabytes of storage unused past the entries.
+        for n in 5_000..<60_000 { #expect(table.removeValue(forKey: "key:\(n)")?.value == n) }
+        #expect(table.count == 5_000)
+        #expect(values(of: Array(0..<5_000), in: table) == Array(0..<5_000))
+        for n in 60_000..<110_000 { _ = try table.lookup("key:\(n)", now: .zero, orInsert: Expiring(value: n)) }
+        #expect(table.count == 55_000)
+        let held = Array(0..<5_000) + Array(60_000..<110_000)
+        #expect(values(of: held, in: table) == held)
+        // A copy changed apart gives back only storage of its own: the original keeps every entry.
+        var copy = table
+        for n in 60_000..<110_000 { copy.removeValue(forKey: "key:\(n)") }
+        #expect(copy.count == 5_000 && table.count == 55_000)
+        #expect(values(of: held, in: table) == held)
+        #expect(values(of: Array(0..<5_000), in: copy) == Array(0..<5_000))
+    }
+
+    /// The values held for keys `key:<n>`, one for each of `keys` the table holds.
+    private func values(of keys: [Int], in table: KeyTable<String, Expiring>) -> [Int] {
+        keys.compactMap { key in table.index(of: "key:\(key)").map { index in table[index].value } }
+    }
+
     /// A flood of keys seen once never evicts a key that comes back between them, and the flood's
     /// own keys are evicted in turn.
     @Test func aKeyThatComesBackOutlivesAFloodOfUniqueKeys() throws {
