@@ -187,11 +187,27 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// (see ``releaseUnusedStorage()``): the entries' pages up to there may be resident.
     @usableFromInline var storageHighWater = 0
 
-    /// The bytes the table holds now: the index, its entries, its keys' heap bytes and the side
-    /// state charged to it.
+    /// The bytes the table holds now: the index, its entries (past their first 4 MiB, with the
+    /// rest of the huge page the last one ends in), its keys' heap bytes and the side state
+    /// charged to it.
     public var bytesUsed: Int {
-        indexByteCount + entries.count * entryBytes + keyHeapBytes + chargedBytes
+        indexByteCount + entries.count * entryBytes + hugePageSlack + keyHeapBytes + chargedBytes
     }
+
+    /// The entries' storage asks for huge pages past its first 4 MiB (see the initializer), and
+    /// the system backs a huge page whole once an entry is in it: the rest of the page the last
+    /// entry ends in counts too.
+    @usableFromInline var hugePageSlack: Int {
+        let stride = MemoryLayout<Entry>.stride
+        guard entries.count * stride > Self.smallPageEntryBytes else { return 0 }
+        return entries.withUnsafeBufferPointer {
+            LargeArrays.hugePageSlack(
+                $0.baseAddress, used: entries.count * stride, bytes: capacity * stride, skipping: Self.smallPageEntryBytes)
+        }
+    }
+
+    /// The first bytes of the entries' storage, which stay on small pages.
+    @inlinable static var smallPageEntryBytes: Int { 4 << 20 }
 
     /// The heap bytes `key` owns outside the table (0 for keys stored inline).
     @inlinable
@@ -276,7 +292,8 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         // touch of a huge page zeroes all 2 MiB of it: the first 4 MiB stay on small pages, so
         // that a table that stays small (and a new table's first requests) does not pay that.
         entries.withUnsafeMutableBufferPointer {
-            LargeArrays.adviseHugePages($0.baseAddress, bytes: capacity * MemoryLayout<Entry>.stride, skipping: 4 << 20)
+            LargeArrays.adviseHugePages(
+                $0.baseAddress, bytes: capacity * MemoryLayout<Entry>.stride, skipping: Self.smallPageEntryBytes)
         }
         let slotCount = Self.slotCount(for: capacity)
         slots = ContiguousArray(unsafeUninitializedCapacity: slotCount) { buffer, count in

@@ -34,6 +34,24 @@ enum LargeArrays {
     static let pageSize: Int = max(4096, sysconf(Int32(_SC_PAGESIZE)))
     #endif
 
+    /// The bytes past `used` to the end of the huge page that byte `used` of an array at
+    /// `pointer` falls in, when ``adviseHugePages(_:bytes:skipping:)`` advised that part of the
+    /// array (the kernel backs a huge page whole on its first touch, however little of it is
+    /// used); 0 elsewhere.
+    static func hugePageSlack<T>(_ pointer: UnsafePointer<T>?, used: Int, bytes: Int, skipping skipped: Int) -> Int {
+        #if canImport(Glibc)
+        guard let pointer, bytes >= 4 << 20, used > skipped else { return 0 }
+        let huge = UInt(2 << 20)
+        let start = (UInt(bitPattern: pointer) + UInt(skipped) + huge - 1) & ~(huge - 1)
+        let end = (UInt(bitPattern: pointer) + UInt(bytes)) & ~(huge - 1)
+        let usedEnd = UInt(bitPattern: pointer) + UInt(used)
+        guard usedEnd > start, usedEnd < end else { return 0 }
+        return Int(((usedEnd + huge - 1) & ~(huge - 1)) - usedEnd)
+        #else
+        return 0
+        #endif
+    }
+
     /// Asks the kernel to back the 2 MiB-aligned part of an array of at least 4 MiB at `pointer`
     /// with huge pages (Linux's `madvise(MADV_HUGEPAGE)`, a hint that may be ignored), leaving
     /// its first `skipped` bytes on small pages; nothing elsewhere.

@@ -89,6 +89,22 @@ struct Expiring: KeyedState, Hashable, Sendable {
         #expect(values(of: Array(0..<5_000), in: copy) == Array(0..<5_000))
     }
 
+    #if os(Linux)
+    /// Past its first 4 MiB the entries' storage is on huge pages, which the system backs whole:
+    /// the table counts the rest of the one its last entry ends in.
+    @Test func theHugePageTheLastEntryEndsInCounts() throws {
+        var table = try KeyTable<String, Expiring>(capacity: 300_000, whenFull: .evict)
+        let index = table.bytesUsed
+        for n in 0..<1_000 { _ = try table.lookup("k\(n)", now: .zero, orInsert: Expiring(value: n)) }
+        let perEntry = (table.bytesUsed - index) / 1_000
+        #expect(perEntry > 0)
+        // 160,000 entries of 40 bytes end past the first huge page, which begins at most 6 MiB in.
+        for n in 1_000..<160_000 { _ = try table.lookup("k\(n)", now: .zero, orInsert: Expiring(value: n)) }
+        let slack = table.bytesUsed - index - 160_000 * perEntry
+        #expect(slack > 0 && slack < 2 << 20)
+    }
+    #endif
+
     /// The values held for keys `key:<n>`, one for each of `keys` the table holds.
     private func values(of keys: [Int], in table: KeyTable<String, Expiring>) -> [Int] {
         keys.compactMap { key in table.index(of: "key:\(key)").map { index in table[index].value } }
