@@ -691,7 +691,7 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
         let taken = entries.removeLast()
         let removed = (taken.key, taken.value)
         keyHeapBytes -= Self.heapBytes(of: removed.0)
-        if storageHighWater - entries.count >= Self.entriesPerRelease { releaseUnusedStorage() }
+        releaseUnusedStorageIfLarge()
         return removed
     }
 
@@ -699,6 +699,14 @@ public struct KeyTable<Key: Hashable, Value: KeyedState> {
     /// (64 KiB of it).
     @inlinable
     static var entriesPerRelease: Int { Swift.max(1, (64 << 10) / MemoryLayout<Entry>.stride) }
+
+    /// ``releaseUnusedStorage()`` when 64 KiB of storage past the entries is unused. Out of line:
+    /// inlined into a removal, which is inlined into the lookup that makes room, its code made a
+    /// throttled decision through the gate measurably slower (gate-profile, alternating runs).
+    @usableFromInline @inline(never)
+    mutating func releaseUnusedStorageIfLarge() {
+        if storageHighWater - entries.count >= Self.entriesPerRelease { releaseUnusedStorage() }
+    }
 
     /// Gives the pages of the storage past the entries held back to the system.
     ///
